@@ -1,0 +1,53 @@
+"""`ralp-bench`: one entry point, one sub-command per module in bench/commands.
+
+Each module in ``COMMANDS`` exposes ``register(subparsers)``, which adds its
+parser and sets ``func`` (a callable taking the parsed args and returning an
+exit code). Settings are parsed once here; commands never re-parse argv.
+"""
+import argparse
+import importlib
+import os
+import sys
+
+from bench.errors import UserError
+
+# Order is the order shown in --help.
+COMMANDS = ["doctor", "models", "analyze", "run", "sweep", "cluster", "report"]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="ralp-bench",
+        description="Benchmark distributed CNN training: TensorFlow PS, Horovod and RALP layer placement.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"bench.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"bench.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv=None):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"ralp-bench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ralp-bench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""`ralp-bench analyze`: profile a model, predict each strategy, and say whether to split.
+
+Why a command of its own: the decision (sync PS, ring all-reduce, or FC-on-PS at a
+cut) should be inspectable before anything runs, with the per-layer numbers that
+drive it. Without --hardware the preset ``v100-10gbe`` is used (no seconds spent
+calibrating); --bandwidth overrides its links. ``--hardware local`` measures this
+machine instead (cached).
+"""
+import json
+from dataclasses import asdict
+
+from bench.errors import UserError
+
+PLOT_WORKERS = list(range(1, 65))
+SHORT_LABELS = {"ps": "sync PS", "horovod": "Horovod (ring)", "ralp": "FC-on-PS"}
+
+
+def register(subparsers):
+    p = subparsers.add_parser("analyze", help="profile a model and predict sync PS / Horovod / FC-on-PS step times")
+    p.add_argument("--model", required=True, help="model name from the zoo (see `ralp-bench models`)")
+    p.add_argument("--batch-size", type=int, default=32, help="images per worker per step (default 32)")
+    p.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    p.add_argument("--ps", type=int, default=1, help="number of parameter-server tasks (default 1)")
+    p.add_argument("--bandwidth", help="link speed of every host, e.g. 10gbit, 100mbit (default: the hardware's)")
+    p.add_argument("--ps-bandwidth", help="link speed of each PS host if different, e.g. 40gbit")
+    p.add_argument("--latency", help="one-way latency, e.g. 0.1ms, 50us (default: the hardware's)")
+    p.add_argument("--hardware", help="preset (v100-10gbe, a100-ib100, h100-400g, local) or a JSON file "
+                                      "(default: v100-10gbe)")
+    p.add_argument("--compression", default=None, help="none | fp16 | int8 | topk:FRACTION (gradient traffic)")
+    p.add_argument("--overlap", action="store_true", help="assume communication fully overlaps computation")
+    p.add_argument("--all-cuts", action="store_true", help="also try cuts that put convolutions on the PS")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    p.add_argument("--plot", metavar="FILE.png", help="plot predicted step time vs workers (1..64)")
+    p.set_defaults(func=run)
+
+
+def _validate(args):
+    for flag, value in (("--batch-size", args.batch_size), ("--workers", args.workers), ("--ps", args.ps)):
+        if value <= 0:
+            raise UserError(f"{flag} must be a positive integer, got {value}")
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UserError(f"--plot expects a .png file name, got {args.plot!r}")
+
+
+def run(args) -> int:
+    from bench.models.registry import get_spec
+    from ralp.cost_model import parse_compression
+    from ralp.hardware import load_hardware
+
+    _validate(args)
+    get_spec(args.model)  # unknown model: fail before building anything
+    compression = None if args.compression in (None, "none") else args.compression
+    parse_compression(compression)
+    hardware = load_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
+                             latency=args.latency)
+
+    from bench.models import get_model
+    from ralp.analyzer import analyze
+    from ralp.profile import profile_model
+
+    profile = profile_model(get_model(args.model))
+    settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
+                    compression=compression, overlap=args.overlap, all_cuts=args.all_cuts)
+    plan = analyze(profile, **settings)
+    if args.plot:
+        _plot(profile, settings, args.plot)
+    if args.json:
+        print(json.dumps(_as_json(profile, plan, hardware, settings), indent=2))
+    else:
+        _print_tables(profile, plan, hardware, settings, args.plot)
+    return 0
+
+
+# ----------------------------------------------------------------------------- output
+
+def _as_json(profile, plan, hardware, settings):
+    def prediction(p):
+        return dict(asdict(p), worker_bytes=p.worker_bytes, images_per_s=p.images_per_s)
+
+    return {
+        "model": profile.name, "params": profile.params, "trainable_params": profile.trainable_params,
+        "forward_flops_per_image": profile.flops,
+        "settings": {k: v for k, v in settings.items() if k != "hardware"},
+        "hardware": asdict(hardware),
+        "layers": [asdict(l) for l in profile.layers],
+        "cut_points": profile.cut_points, "first_dense_cut": profile.first_dense_cut(),
+        "predictions": {s: prediction(p) for s, p in plan.predictions.items()},
+        "plan": {"strategy": plan.strategy, "cut": plan.cut, "split": plan.split,
+                 "split_possible": plan.split_possible, "reason": plan.reason},
+        "notes": profile.notes,
+    }
+
+
+def _si(value: float, unit: str = "") -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.0f} {unit}".rstrip()
+
+
+def _print_tables(profile, plan, hardware, settings, plot_path):
+    from rich.console import Console
+    from rich.table import Table
+
+    from ralp.cost_model import STRATEGY_LABELS
+    from ralp.hardware import format_bandwidth
+
+    console = Console(width=max(Console().width, 160))
+    cuts = set(profile.cut_points)
+    layers = Table(title=f"{profile.name}: {profile.params:,} parameters, "
+                         f"{_si(profile.flops, 'FLOP')} forward per image")
+    for col, justify in (("#", "right"), ("layer", "left"), ("type", "left"), ("params", "right"),
+                         ("FLOPs/image", "right"), ("activation floats", "right"), ("cut?", "center")):
+        layers.add_column(col, justify=justify)
+    first_dense = profile.first_dense_cut()
+    for i, layer in enumerate(profile.layers, start=1):
+        mark = "FC split" if layer.name == first_dense else ("yes" if layer.name in cuts else "")
+        layers.add_row(str(i), layer.name, layer.type, f"{layer.params:,}", _si(layer.flops),
+                       f"{layer.out_floats:,}", mark)
+    console.print(layers)
+
+    hw = (f"{hardware.name} ({'preset' if hardware.is_preset else 'measured'}): worker "
+          f"{_si(hardware.worker_conv_flops, 'FLOP/s')} conv / {_si(hardware.worker_dense_flops, 'FLOP/s')} dense, "
+          f"PS {_si(hardware.ps_flops, 'FLOP/s')}, links {format_bandwidth(hardware.worker_bandwidth)} "
+          f"(PS {format_bandwidth(hardware.ps_bandwidth)}), latency {hardware.latency_s * 1e6:g} us")
+    console.print(f"[bold]Hardware[/bold] {hw}")
+    console.print(f"[dim]{hardware.description}[/dim]")
+
+    title = (f"Predicted step: {settings['workers']} workers x {settings['batch_size']} images, "
+             f"{settings['ps']} PS, {'overlapped' if settings['overlap'] else 'no overlap'}"
+             + (f", {settings['compression']}" if settings["compression"] else ""))
+    table = Table(title=title)
+    for col in ("strategy", "cut", "step time", "images/s", "compute", "comm", "worker tx", "worker rx",
+                "PS tx", "PS rx", "bottleneck"):
+        table.add_column(col, justify="left" if col in ("strategy", "cut", "bottleneck") else "right")
+    for name, p in sorted(plan.predictions.items(), key=lambda kv: kv[1].step_time_s):
+        style = "bold green" if name == plan.strategy else None
+        table.add_row(SHORT_LABELS[name], p.cut or "-", f"{p.step_time_s:.3g} s", f"{p.images_per_s:,.0f}",
+                      f"{p.compute_s:.3g} s", f"{p.comm_s:.3g} s", _si(p.worker_tx_bytes, "B"),
+                      _si(p.worker_rx_bytes, "B"), _si(p.ps_tx_bytes, "B"), _si(p.ps_rx_bytes, "B"),
+                      p.bottleneck, style=style)
+    console.print(table)
+    choice = STRATEGY_LABELS[plan.strategy] + (f", cut after {plan.cut!r}" if plan.cut else "")
+    console.print(f"[bold]Plan:[/bold] {choice}")
+    console.print(plan.reason, highlight=False)
+    for note in profile.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    if plot_path:
+        console.print(f"plot written to {plot_path}")
+
+
+def _plot(profile, settings, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ralp.analyzer import analyze
+    from ralp.cost_model import STRATEGY_LABELS
+    from ralp.hardware import format_bandwidth
+
+    series = {}
+    for workers in PLOT_WORKERS:
+        plan = analyze(profile, **dict(settings, workers=workers))
+        for name, p in plan.predictions.items():
+            series.setdefault(name, []).append(p.step_time_s)
+    hardware = settings["hardware"]
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    styles = {"ps": ("tab:red", "--"), "horovod": ("tab:blue", "-."), "ralp": ("tab:green", "-")}
+    for name, times in series.items():
+        color, line = styles[name]
+        ax.plot(PLOT_WORKERS[:len(times)], times, line, color=color, linewidth=2, label=STRATEGY_LABELS[name])
+    ax.axvline(settings["workers"], color="grey", linewidth=1, alpha=0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks([1, 2, 4, 8, 16, 32, 64])
+    ax.set_xticklabels(["1", "2", "4", "8", "16", "32", "64"])
+    ax.set_xlabel("workers")
+    ax.set_ylabel("predicted step time (s, log scale)")
+    ax.set_title(f"{profile.name}, {settings['batch_size']} images/worker, {settings['ps']} PS, "
+                 f"{format_bandwidth(hardware.worker_bandwidth)} links, {hardware.name}"
+                 + (", overlapped" if settings["overlap"] else ""), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        raise UserError(f"cannot write plot {path}: {exc}") from None
+    finally:
+        plt.close(fig)

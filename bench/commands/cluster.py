@@ -1,0 +1,118 @@
+"""`ralp-bench cluster up|status|down`: manage an emulated cluster by hand.
+
+Why: a cluster brought up here persists after the command exits (its owner
+is "manual"), so several runs, or a user's own mpirun, can share it; stale
+cleanup never removes a manual cluster, only `cluster down` does.
+"""
+import os
+import re
+
+from bench.errors import UserError
+from bench.launch import netns as nx
+from bench.launch.emulated import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
+                                   find_stale, owner_alive, read_states)
+from ralp.hardware import parse_bandwidth, parse_latency  # one parser for the whole suite
+
+
+def _fmt_rate(bps):
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g}{unit}"
+    return f"{bps:g}bit"
+
+
+def register(subparsers):
+    p = subparsers.add_parser("cluster", help="bring an emulated cluster (network namespaces + tc) up or down")
+    sub = p.add_subparsers(dest="cluster_action", metavar="ACTION")
+    up = sub.add_parser("up", help="create emulated hosts with shaped links (persists until `cluster down`)")
+    up.add_argument("--hosts", type=int, required=True, help="number of hosts (host 0 is the PS)")
+    up.add_argument("--bandwidth", required=True, help="per-host link rate, e.g. 1gbit, 100mbit")
+    up.add_argument("--latency", default="0", help="one-way host-to-host delay, e.g. 0.1ms (needs sch_netem)")
+    up.add_argument("--ps-bandwidth", default=None, help="host 0's link rate if different, e.g. 10gbit")
+    up.add_argument("--name", default="ralp", help="cluster name: namespaces NAME-sw, NAME-h0.. (default ralp)")
+    st = sub.add_parser("status", help="show emulated clusters: namespaces, addresses, rates, owner")
+    st.add_argument("--name", default=None, help="only this cluster")
+    down = sub.add_parser("down", help="remove a cluster (and any stale ones)")
+    down.add_argument("--name", default="ralp", help="cluster to remove (default ralp)")
+    p.set_defaults(func=run, cluster_parser=p)
+
+
+def run(args):
+    action = getattr(args, "cluster_action", None)
+    if action == "up":
+        return _up(args)
+    if action == "status":
+        return _status(args)
+    if action == "down":
+        return _down(args)
+    args.cluster_parser.print_help()
+    return 2
+
+
+def _up(args):
+    bandwidth = parse_bandwidth(args.bandwidth)
+    ps_bandwidth = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
+    cluster = EmulatedCluster(args.hosts, bandwidth, parse_latency(args.latency), ps_bandwidth,
+                              name=args.name, manual=True)
+    cluster.up()
+    print(f"emulated cluster {cluster.name!r} up: {len(cluster.hosts)} hosts on {cluster.subnet}")
+    for host in cluster.hosts:
+        role = " (PS)" if host is cluster.hosts[0] else ""
+        print(f"  {host.netns:<14} {host.ip:<13} {host.iface}  {_fmt_rate(host.bandwidth_bps)}{role}")
+    print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD")
+    print(f"remove it:      ralp-bench cluster down --name {cluster.name}")
+    return 0
+
+
+def _status(args):
+    states = read_states()
+    stale = set(find_stale())
+    names = [args.name] if args.name else sorted(set(states) | stale)
+    if not names or (args.name and args.name not in states and not cluster_namespaces(args.name)):
+        print("no emulated clusters" + (f" named {args.name!r}" if args.name else ""))
+        return 0
+    all_ns = nx.netns_list()
+    for name in names:
+        state = states.get(name, {})
+        if not state:
+            owner = "no state file (orphan)"
+        elif state.get("manual"):
+            owner = "manual"
+        else:
+            alive = "alive" if owner_alive(state) else "dead"
+            owner = f"pid {state.get('owner_pid')} ({alive})"
+        flag = "  STALE: `ralp-bench cluster down --name %s` removes it" % name if name in stale else ""
+        print(f"cluster {name}: owner {owner}, subnet {state.get('subnet', '?')}{flag}")
+        hosts = state.get("hosts") or [{"netns": ns, "ip": "?", "iface": "eth0", "name": ns.rsplit("-", 1)[1]}
+                                       for ns in cluster_namespaces(name, all_ns) if not ns.endswith("-sw")]
+        for host in hosts:
+            present = host["netns"] in all_ns
+            up_rate = nx.qdisc_summary(host["netns"], host["iface"]) if present else []
+            down_rate = nx.qdisc_summary(f"{name}-sw", host["name"]) if present else []
+            print(f"  {host['netns']:<14} {host['ip']:<13} {'present' if present else 'MISSING':<8}"
+                  f" up: {_rate_of(up_rate)}  down: {_rate_of(down_rate)}")
+    return 0
+
+
+def _rate_of(qdisc_lines):
+    """'100Mbit' (+ ' delay 50us') out of `tc qdisc show` lines, '-' when unshaped."""
+    text = " ".join(qdisc_lines)
+    rate = re.search(r"\brate (\S+)", text)
+    delay = re.search(r"\bdelay (\S+)", text)
+    if not rate:
+        return "-"
+    return rate.group(1) + (f" delay {delay.group(1)}" if delay else "")
+
+
+def _down(args):
+    if os.geteuid() != 0:
+        raise UserError("removing network namespaces needs root; run as root (sudo)")
+    removed = []
+    if args.name in read_states() or cluster_namespaces(args.name):
+        survivors = destroy_cluster(args.name)
+        if survivors:
+            raise UserError(f"processes {survivors} in cluster {args.name!r} would not die; kill them and retry")
+        removed.append(args.name)
+    removed += [n for n in cleanup_stale() if n not in removed]
+    print("removed: " + (", ".join(removed) if removed else f"nothing (no cluster named {args.name!r})"))
+    return 0

@@ -1,0 +1,94 @@
+"""`ralp-bench doctor`: is this machine ready, and if not, what fixes it.
+
+Each check prints ok/FAIL with the version or the fix; optional capabilities
+(network namespaces, GPUs) are reported but do not fail the check, since a
+local run needs neither.
+"""
+import os
+import shutil
+import subprocess
+
+
+def register(subparsers):
+    p = subparsers.add_parser("doctor", help="check TensorFlow, Horovod, MPI, namespaces, tc, cores, GPUs")
+    p.set_defaults(func=run)
+
+
+def _tensorflow():
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return False, "not importable; run ci/setup.sh"
+    if not tf.__version__.startswith("2.15."):
+        return False, f"{tf.__version__}: Horovod 0.28.1 needs TensorFlow 2.15.x (Keras 2); run ci/setup.sh"
+    gpus = tf.config.list_physical_devices("GPU")
+    return True, f"{tf.__version__} ({len(gpus)} GPU(s) visible)"
+
+
+def _horovod():
+    try:
+        import horovod
+        import horovod.tensorflow as hvd
+    except ImportError as exc:
+        return False, f"horovod.tensorflow not importable ({exc}); run ci/setup.sh (builds Horovod 0.28.1)"
+    frameworks = "TensorFlow"
+    controllers = [n for n, ok in (("MPI", hvd.mpi_built()), ("Gloo", hvd.gloo_built())) if ok]
+    ops = [n for n, ok in (("NCCL", hvd.nccl_built()), ("DDL", hvd.ddl_built()), ("CCL", hvd.ccl_built()),
+                           ("MPI", hvd.mpi_built()), ("Gloo", hvd.gloo_built())) if ok]
+    detail = f"{horovod.__version__}: frameworks {frameworks}; controllers {'+'.join(controllers)}; ops {'+'.join(ops)}"
+    missing = {"MPI", "Gloo"} - set(controllers)
+    if missing:
+        return False, detail + f"; missing {', '.join(sorted(missing))}: rebuild with ci/setup.sh"
+    return True, detail
+
+
+def _mpirun():
+    path = shutil.which("mpirun")
+    if not path:
+        return False, "not found; apt-get install -y openmpi-bin libopenmpi-dev (ci/setup.sh does it)"
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()
+    return True, out[0] if out else path
+
+
+def _mpi4py():
+    try:
+        import mpi4py
+        from mpi4py import MPI
+    except ImportError as exc:
+        return False, f"not importable ({exc}); run ci/setup.sh"
+    return True, f"{mpi4py.__version__} ({MPI.Get_library_version().splitlines()[0].strip()})"
+
+
+def _emulation():
+    from bench.launch.netns import can_emulate, netem_available
+
+    ok, reason = can_emulate()
+    if not ok:
+        return None, reason
+    return True, "network namespaces, veth, bridge and tc tbf work" + (
+        "; netem (latency) available" if netem_available() else "; no netem here: --latency must be 0")
+
+
+def _cpus():
+    gpus = 0
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+        gpus = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return True, f"{os.cpu_count()} CPU cores, {gpus} NVIDIA GPU(s)"
+
+
+CHECKS = [("TensorFlow", _tensorflow), ("Horovod", _horovod), ("mpirun", _mpirun), ("mpi4py", _mpi4py),
+          ("emulated cluster", _emulation), ("hardware", _cpus)]
+
+
+def run(args):
+    failed = 0
+    for name, check in CHECKS:
+        ok, detail = check()
+        mark = "ok  " if ok else ("n/a " if ok is None else "FAIL")
+        failed += ok is False
+        print(f"[{mark}] {name:17s} {detail}")
+    if failed:
+        print(f"ralp-bench: error: {failed} check(s) failed; fix them as shown (ci/setup.sh installs everything)")
+        return 1
+    return 0

@@ -1,0 +1,116 @@
+"""`ralp-bench run`: the same model under several strategies, on equal terms, one table.
+
+Cluster: ``--cluster emulated`` (namespaces + tc, the default where root and
+namespaces are available), ``local`` (loopback: no link shaping, no per-host
+bytes) or ``hosts --hostfile F`` (a real cluster through mpirun).
+"""
+import sys
+
+from bench.config import RunConfig, add_run_arguments
+from bench.errors import UserError
+
+
+def register(subparsers):
+    p = subparsers.add_parser("run", help="run strategies side by side and record result rows")
+    add_run_arguments(p, multi_strategy=True)
+    add_cluster_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_cluster_arguments(p):
+    p.add_argument("--cluster", default="auto", choices=["auto", "emulated", "local", "hosts"],
+                   help="where ranks run (default: emulated when possible, else local)")
+    p.add_argument("--latency", default="0", help="emulated one-way latency, e.g. 0.1ms")
+    p.add_argument("--ps-bandwidth", default=None, help="emulated PS-host link rate (default: --bandwidth)")
+    p.add_argument("--hostfile", default=None, help="--cluster hosts: Open MPI hostfile ('node slots=N')")
+    p.add_argument("--scale-to", default=None,
+                   help="emulated: set link rates so this machine's compute/network ratio matches a preset")
+    p.add_argument("--results", default="results", help="result store directory (default results/)")
+    p.add_argument("--no-store", action="store_true", help="do not record rows in the result store")
+    p.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
+    p.add_argument("--verbose", action="store_true", help="echo every rank's output")
+
+
+def configs_from_args(args):
+    base = RunConfig.from_args(args)
+    strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
+    if not strategies:
+        raise UserError("--strategy is empty; give e.g. ps,horovod,ralp")
+    out = []
+    for strategy in strategies:
+        cfg = RunConfig(**{**vars(base), "strategy": strategy}).validate()
+        out.append(cfg)
+    return out
+
+
+def make_launcher(args, workers: int, ps: int):
+    """Pick and configure the launcher; errors here come before anything starts."""
+    from ralp.hardware import parse_bandwidth, parse_latency
+
+    mode = args.cluster
+    if mode == "auto":
+        from bench.launch.netns import can_emulate
+
+        ok, reason = can_emulate()
+        mode = "emulated" if ok else "local"
+        if not ok:
+            print(f"ralp-bench: note: no emulated cluster ({reason}); running locally over loopback",
+                  file=sys.stderr)
+    if mode == "local":
+        from bench.launch.local import LocalLauncher
+
+        return LocalLauncher()
+    if mode == "hosts":
+        from bench.launch.hosts import HostsLauncher
+
+        return HostsLauncher(args.hostfile, args.network,
+                             parse_bandwidth(args.bandwidth) if args.bandwidth else None)
+    from bench.launch.emulated_hosts import EmulatedLauncher
+    from bench.scaling import scaled_link
+
+    bandwidth = parse_bandwidth(args.bandwidth or "1gbit")
+    scaled_to = None
+    if args.scale_to:
+        bandwidth, scaled_to = scaled_link(args.scale_to), args.scale_to
+    ps_bw = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
+    args.bandwidth = f"{bandwidth:.0f}"  # the analyzer's predictions use the emulated rate
+    return EmulatedLauncher(workers, ps, bandwidth, parse_latency(args.latency), ps_bw, scaled_to)
+
+
+def run(args):
+    from bench.data import validate_data
+    from bench.harness import run_many
+    from bench.progress import RunProgress
+
+    configs = configs_from_args(args)
+    validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
+    launcher = make_launcher(args, configs[0].workers, configs[0].ps)
+    for cfg in configs:
+        cfg.bandwidth = args.bandwidth
+    progress = RunProgress(len(configs), quiet=args.quiet)
+    try:
+        with launcher:
+            rows = run_many(configs, launcher, progress=progress, echo=args.verbose)
+    finally:
+        progress.close()
+    return publish(rows, args)
+
+
+def publish(rows, args) -> int:
+    """Store the rows (unless --no-store), print the report for them; non-zero if any failed."""
+    import pandas as pd
+
+    from bench.report import build_report, to_markdown
+    from bench.results import ResultStore, environment_fields, new_run_id
+
+    env = environment_fields()
+    run_id = new_run_id()
+    rows = [{**row, **env, "run_id": run_id} for row in rows]
+    if not args.no_store:
+        ResultStore(args.results).write_run(rows, run_id=run_id)
+    print(to_markdown(build_report(pd.DataFrame(rows), title=f"ralp-bench run {run_id}")[0]))
+    failed = [r for r in rows if r["status"] != "ok"]
+    for r in failed:
+        print(f"ralp-bench: error: {r['model']} {r['strategy']} x{r['workers']} failed: {r['failure']}",
+              file=sys.stderr)
+    return 3 if failed else 0

@@ -1,0 +1,110 @@
+"""One typed settings object for a run, parsed once.
+
+The same flags are accepted by ``ralp-bench run`` (which wraps mpirun) and by
+``python -m bench.run`` (what each MPI rank executes, also what a user runs
+under their own ``mpirun -H ...`` on a real cluster), so both share
+``add_run_arguments``.
+"""
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+from bench.errors import UserError
+
+STRATEGIES = ("ps", "ps-async", "horovod", "ralp", "auto")
+MAX_WORKERS = 64  # an emulated or local run beyond this is certainly a typo
+
+
+@dataclass
+class RunConfig:
+    model: str = "alexnet_cifar"
+    strategy: str = "ralp"
+    workers: int = 2
+    ps: int = 1
+    batch_size: int = 32          # per worker
+    steps: int = 10               # timed steps
+    warmup_steps: int = 2         # excluded from timing
+    learning_rate: float = 0.01
+    momentum: float = 0.9
+    seed: int = 0
+    dataset: str = "synthetic"
+    data_dir: Optional[str] = None
+    cut: Optional[str] = None     # ralp cut layer; None = the analyzer's choice
+    compression: str = "none"
+    intra_threads: Optional[int] = None
+    inter_threads: Optional[int] = None
+    step_timeout: float = 120.0   # seconds one step may take before the run is declared hung
+    train_to_accuracy: Optional[float] = None
+    eval_every: int = 0
+    hardware: Optional[str] = None   # analyzer hardware preset or JSON file (auto, predictions)
+    bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
+    network: Optional[str] = None  # CIDR of the cluster network (multi-homed hosts)
+    out: Optional[str] = None      # where rank 0 writes its JSON result
+    dump_weights: Optional[str] = None  # .npz of final trainable weights (tests)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.workers
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_args(cls, args) -> "RunConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names and v is not None})
+
+    def validate(self) -> "RunConfig":
+        from bench.models.registry import get_spec
+
+        get_spec(self.model)
+        if self.strategy not in STRATEGIES:
+            raise UserError(f"unknown strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise UserError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
+        if not 1 <= self.ps <= 8:
+            raise UserError(f"--ps must be between 1 and 8, got {self.ps}")
+        for name in ("batch_size", "steps"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.warmup_steps < 0:
+            raise UserError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
+        if self.learning_rate <= 0:
+            raise UserError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.train_to_accuracy is not None and not 0 < self.train_to_accuracy <= 1:
+            raise UserError(f"--train-to-accuracy is a fraction in (0, 1], got {self.train_to_accuracy}")
+        if self.train_to_accuracy is not None and self.eval_every < 1:
+            self.eval_every = 10
+        return self
+
+
+def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
+    """Flags shared by `ralp-bench run` and `python -m bench.run`."""
+    d = RunConfig()
+    p.add_argument("--model", default=d.model, help=f"model name (default {d.model}; see `ralp-bench models`)")
+    p.add_argument("--strategy", default=d.strategy,
+                   help=("comma-separated list of " if multi_strategy else "") + f"strategies: {', '.join(STRATEGIES)}")
+    p.add_argument("--workers", type=int, default=d.workers, help="worker processes (default 2)")
+    p.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (variables sharded over them)")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="images per worker per step")
+    p.add_argument("--steps", type=int, default=d.steps, help="timed steps (after warm-up)")
+    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="untimed warm-up steps")
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
+    p.add_argument("--momentum", type=float, default=d.momentum)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--dataset", default=d.dataset, help="synthetic | mnist | cifar10 | imagenet")
+    p.add_argument("--data-dir", default=None, help="directory with the data set's files (cifar10, imagenet)")
+    p.add_argument("--cut", default=None, help="ralp: layer after which to split (default: the analyzer's choice)")
+    p.add_argument("--compression", default=d.compression, help="none | fp16 | int8 | topk:FRACTION")
+    p.add_argument("--intra-threads", type=int, default=None, help="TF intra-op threads per rank (default: from cores)")
+    p.add_argument("--inter-threads", type=int, default=None, help="TF inter-op threads per rank")
+    p.add_argument("--step-timeout", type=float, default=d.step_timeout,
+                   help="seconds a step may take before the run is declared hung")
+    p.add_argument("--train-to-accuracy", type=float, default=None, help="stop when held-out top-1 reaches this")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (accuracy runs)")
+    p.add_argument("--hardware", default=None, help="analyzer hardware preset or JSON (for auto and predictions)")
+    p.add_argument("--bandwidth", default=None, help="link rate the analyzer assumes, e.g. 10gbit")
+    p.add_argument("--network", default=None, help="CIDR of the cluster network when hosts have several NICs")

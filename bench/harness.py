@@ -1,0 +1,143 @@
+"""Run configurations through a launcher and turn what ranks report into result rows.
+
+Data flows one way: RunConfig -> plan (analyzer) -> launch (mpirun) -> rank 0's
+JSON -> row (measured figures beside the cost model's). A configuration that
+fails becomes a row with status "failed" and the reason, never a dropped row.
+"""
+import json
+import os
+import tempfile
+import time
+from dataclasses import replace
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+from bench.config import RunConfig
+from bench.errors import RunFailed
+from bench.launch.base import Launcher, run_mpirun
+from bench.roles import world_size
+
+# Flags forwarded from RunConfig to every rank.
+_FORWARD = ["model", "workers", "ps", "batch_size", "steps", "warmup_steps", "learning_rate", "momentum", "seed",
+            "dataset", "data_dir", "cut", "compression", "intra_threads", "inter_threads", "step_timeout",
+            "train_to_accuracy", "eval_every", "hardware", "bandwidth"]
+
+
+def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
+    argv = ["--strategy", strategy, "--out", out]
+    for name in _FORWARD:
+        value = getattr(cfg, name)
+        if value is not None:
+            argv += ["--" + name.replace("_", "-"), str(value)]
+    if cfg.dump_weights:
+        argv += ["--dump-weights", cfg.dump_weights]
+    return argv
+
+
+def resolve(cfg: RunConfig):
+    """(strategy to launch, cut, reason) — auto and ralp consult the analyzer here,
+    so the launch has the right number of ranks and the row records the plan."""
+    if cfg.strategy not in ("auto", "ralp"):
+        return cfg.strategy, None, None
+    from bench.planning import plan_for
+
+    plan = plan_for(cfg)
+    if cfg.strategy == "ralp":
+        return "ralp", cfg.cut or plan.ralp_cut, plan.reason
+    return plan.strategy, plan.cut, plan.reason
+
+
+def deadline_for(cfg: RunConfig) -> float:
+    """Start-up (TF import, rendezvous, tracing) plus every step at its timeout."""
+    evals = (cfg.steps // cfg.eval_every + 1) if cfg.eval_every else 0
+    return 240.0 + cfg.step_timeout * (cfg.warmup_steps + cfg.steps + evals)
+
+
+def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
+            echo: bool = False) -> Dict:
+    """Launch one configuration; return a complete result row (status ok or failed)."""
+    from bench.results import new_row
+
+    row = new_row(**launcher.cluster_fields(), **_config_fields(cfg))
+    try:
+        strategy, cut, reason = resolve(cfg)
+    except Exception as exc:  # an analyzer error is this row's failure, not the sweep's
+        return {**row, "status": "failed", "failure": f"planning failed: {exc}"}
+    row.update(plan=strategy, cut_layer=cut)
+    tf_layout = strategy != "horovod"
+    world = world_size(strategy, cfg.workers, cfg.ps)
+    fd, out = tempfile.mkstemp(prefix="ralp-rank0-", suffix=".json")
+    os.close(fd)
+    os.unlink(out)
+    try:
+        spec = launcher.spec(tf_layout, cfg.workers, cfg.ps, rank_argv(replace(cfg, cut=cut), strategy, out))
+        run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
+                   on_progress=on_progress, echo=echo)
+        with open(out) as f:
+            result = json.load(f)
+    except RunFailed as exc:
+        return {**row, **_predicted(cfg, strategy, cut), "status": "failed", "failure": str(exc)}
+    finally:
+        launcher.after_run()
+        if os.path.exists(out):
+            os.unlink(out)
+    return {**row, **_predicted(cfg, strategy, cut), **measured_fields(cfg, result), "status": "ok",
+            "failure": None}
+
+
+def _config_fields(cfg: RunConfig) -> Dict:
+    return {"model": cfg.model, "dataset": cfg.dataset, "batch_size": cfg.batch_size,
+            "global_batch": cfg.global_batch, "workers": cfg.workers, "ps": cfg.ps, "strategy": cfg.strategy,
+            "compression": cfg.compression, "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
+            "target_accuracy": cfg.train_to_accuracy}
+
+
+def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
+    from bench.planning import predict
+
+    try:
+        p = predict(cfg, strategy, cut)
+    except Exception:  # the row still carries the measurement
+        p = None
+    if p is None:
+        return {}
+    return {"predicted_step_time_s": p.step_time_s,
+            "bytes_worker_predicted": p.worker_tx_bytes + p.worker_rx_bytes,
+            "bytes_ps_predicted": (p.ps_tx_bytes + p.ps_rx_bytes) if strategy != "horovod" else None}
+
+
+def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
+    """Images/sec as tf_cnn_benchmarks reports it (total images / total timed
+    time), step-time percentiles, and per-step bytes per PS host and per worker host."""
+    times = np.asarray(result["step_times"], dtype=float)
+    steps = max(1, result["timed_steps"])
+    per_host = {h: (tx + rx) / steps for h, (tx, rx) in result["bytes_by_host"].items()}
+
+    def mean_over(hosts):
+        values = [per_host[h] for h in hosts if h in per_host]
+        return float(np.mean(values)) if values else None
+
+    worker_hosts = [h for h in result["worker_hosts"] if h not in result["ps_hosts"]]
+    per_step = result["per_step_timing"]
+    return {
+        "images_per_sec": cfg.global_batch * len(times) / float(times.sum()) if times.sum() > 0 else None,
+        "step_time_median_s": float(np.median(times)),
+        "step_time_p10_s": float(np.percentile(times, 10)) if per_step else None,
+        "step_time_p90_s": float(np.percentile(times, 90)) if per_step else None,
+        "bytes_ps_measured": mean_over(result["ps_hosts"]),
+        "bytes_worker_measured": mean_over(worker_hosts),
+        "accuracy": result["final_accuracy"],
+        "steps_to_accuracy": result["steps_to_accuracy"],
+        "time_to_accuracy_s": result["time_to_accuracy_s"],
+        "final_loss": result["losses"][-1] if result["losses"] else None,
+    }
+
+
+def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: bool = False) -> List[Dict]:
+    rows = []
+    for cfg in configs:
+        rows.append(run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo))
+        if progress:
+            progress.finished(cfg, rows[-1])
+    return rows

@@ -1,0 +1,170 @@
+"""Launchers behind one interface, and the one place that runs mpirun.
+
+As Horovod's runner keeps mpi_run/gloo_run behind launch, a ``Launcher``
+(local.py: this machine; emulated_hosts.py: network namespaces with shaped
+links; hosts.py: a real cluster from a hostfile) only decides WHERE ranks go
+and WHICH mpirun options that needs. ``run_mpirun`` is shared: it streams
+progress, enforces a deadline, names the rank and role that died, and always
+kills the whole process group, so no rank outlives a run.
+"""
+import abc
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from bench.errors import RunFailed, UserError
+from bench.roles import describe_rank
+
+# Every rank runs with the same environment: quiet TF, mpirun allowed as root.
+BASE_ENV = {
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def mpirun_path() -> str:
+    for candidate in ("mpirun", "/usr/bin/mpirun"):
+        if subprocess.run(["which", candidate], capture_output=True).returncode == 0:
+            return candidate
+    raise UserError("mpirun not found; install Open MPI (apt-get install -y openmpi-bin) or run ci/setup.sh")
+
+
+def place_ranks(tf_layout: bool, workers: int, ps: int, host_slots: List[int]) -> List[int]:
+    """Ranks per host, in rank order: chief and ps 0 on host 0, ps i on host i,
+    then workers fill the following hosts up to their slots. Horovod (no TF
+    layout) uses only the worker hosts, so its workers sit where the others' do."""
+    counts = [0] * len(host_slots)
+    if len(host_slots) < ps + 1:
+        raise UserError(f"{ps} PS need at least {ps + 1} hosts (PS hosts + worker hosts); got {len(host_slots)}")
+    if tf_layout:
+        counts[0] = 1
+        for i in range(ps):
+            counts[i] += 1
+    left = workers
+    for h in range(ps, len(host_slots)):
+        take = min(left, host_slots[h])
+        counts[h] += take
+        left -= take
+    if left:
+        raise UserError(f"{workers} workers do not fit the worker hosts' {sum(host_slots[ps:])} slots; "
+                        "add hosts or slots, or lower --workers")
+    return counts
+
+
+@dataclass
+class LaunchSpec:
+    argv: List[str]                     # the full command (mpirun ... python -m bench.run ...)
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+class Launcher(abc.ABC):
+    mode = "?"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @abc.abstractmethod
+    def spec(self, tf_layout: bool, workers: int, ps: int, rank_argv: List[str]) -> LaunchSpec:
+        """The command that starts every rank of one configuration."""
+
+    @abc.abstractmethod
+    def cluster_fields(self) -> Dict:
+        """Result-row fields describing this cluster (mode, hosts, link rates...)."""
+
+    def after_run(self):
+        """Hook to kill what a launcher left (emulated: processes inside namespaces)."""
+
+
+_DIED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+_EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)", re.S)
+_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
+
+
+def diagnose(output: str, world: int, workers: int, ps: int) -> str:
+    """One line: which rank (and role) failed and how, from mpirun's and our ranks' output."""
+    ours = [line.split("error: ", 1)[1] for line in output.splitlines() if line.startswith("ralp-bench: error: ")]
+    m = _DIED.search(output)
+    if m:
+        who = describe_rank(int(m.group(1)), world, workers, ps)
+        sig = int(m.group(2))
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        return f"{who} died ({name})" + (f"; {ours[0]}" if ours else "")
+    if ours:
+        m = _ABORT.search(output)
+        return (f"{describe_rank(int(m.group(1)), world, workers, ps)}: " if m else "") + ours[0]
+    m = _EXIT.search(output)
+    if m:
+        return f"{describe_rank(int(m.group(1)), world, workers, ps)} exited with code {m.group(2)}"
+    tail = [line for line in output.splitlines() if line.strip()][-3:]
+    return "mpirun failed: " + " | ".join(tail)
+
+
+def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, ps: int,
+               on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False) -> str:
+    """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank."""
+    env = {**os.environ, **BASE_ENV, **spec.env}
+    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True, bufsize=1)
+    lines: deque = deque(maxlen=400)
+    reader = threading.Thread(target=_pump, args=(proc, lines, on_progress, echo), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                _kill_group(proc)
+                reader.join(5)
+                raise RunFailed(f"run exceeded its {timeout_s:.0f}s deadline and was stopped; "
+                                f"{diagnose(''.join(lines), world, workers, ps)}")
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        _kill_group(proc)
+        raise
+    finally:
+        _kill_group(proc)
+    reader.join(5)
+    output = "".join(lines)
+    if proc.returncode != 0:
+        raise RunFailed(diagnose(output, world, workers, ps))
+    return output
+
+
+def _pump(proc, lines, on_progress, echo):
+    for line in proc.stdout:
+        if line.startswith("RALP-PROGRESS "):
+            if on_progress:
+                done, total = map(int, line.split()[1:3])
+                on_progress(done, total)
+            continue
+        lines.append(line)
+        if echo:
+            sys.stderr.write(line)
+
+
+def _kill_group(proc):
+    """SIGTERM the launch's process group, then SIGKILL whatever is left."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)

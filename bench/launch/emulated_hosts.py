@@ -1,0 +1,47 @@
+"""Ranks in network namespaces with shaped links (bench/launch/emulated.py builds them).
+
+One emulated host per PS task and per worker: hosts 0..S-1 carry the PS tasks
+(the chief beside PS 0), hosts S..S+W-1 one worker each, so every byte a
+strategy moves between roles crosses a shaped NIC. mpirun runs inside host 0.
+"""
+import sys
+from typing import Dict, Optional
+
+from bench.launch.base import LaunchSpec, Launcher, place_ranks
+from bench.launch.emulated import EmulatedCluster
+
+
+class EmulatedLauncher(Launcher):
+    mode = "emulated"
+
+    def __init__(self, workers: int, ps: int, bandwidth_bps: float, latency_s: float = 0.0,
+                 ps_bandwidth_bps: Optional[float] = None, scaled_to: Optional[str] = None, name: str = "ralp"):
+        self.cluster = EmulatedCluster(ps + workers, bandwidth_bps, latency_s, ps_bandwidth_bps, name=name)
+        self.scaled_to = scaled_to
+
+    def __enter__(self):
+        self.cluster.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.cluster.__exit__(*exc)
+
+    def spec(self, tf_layout, workers, ps, rank_argv) -> LaunchSpec:
+        counts = place_ranks(tf_layout, workers, ps, [1] * len(self.cluster.hosts))
+        argv = self.cluster.mpirun_prefix() + ["mpirun"] + self.cluster.mpirun_args(counts)
+        for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED", "OMPI_MCA_btl_vader_single_copy_mechanism"):
+            argv += ["-x", name]
+        rank_argv = rank_argv + ["--network", self.cluster.subnet]
+        return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv)
+
+    def after_run(self):
+        from bench.launch import netns
+
+        for host in self.cluster.hosts:
+            netns.kill_netns_processes(host.netns)
+
+    def cluster_fields(self) -> Dict:
+        c = self.cluster
+        return {"cluster_mode": "emulated", "hosts": len(c.hosts), "link_bps": c.bandwidth_bps,
+                "ps_link_bps": c.ps_bandwidth_bps or c.bandwidth_bps, "latency_s": c.latency_s,
+                "scaled_to": self.scaled_to}

@@ -1,0 +1,185 @@
+"""Thin wrappers around `ip` and `tc` for the emulated cluster.
+
+Why a separate module: ``emulated.py`` decides *what* a cluster looks like
+(hosts, addresses, rates, state); this module only knows *how* to ask the
+kernel for namespaces, veths and qdiscs, how to find and stop processes inside
+a namespace, and how to probe whether this machine can do any of it. Every
+command runs with an explicit namespace (``ip -n NS`` / ``tc -n NS``), so the
+root namespace's interfaces and routes are never touched.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+
+class NetnsError(RuntimeError):
+    """An `ip`/`tc` command failed; the message carries the command and stderr."""
+
+
+def run_cmd(argv, check=True, timeout=30):
+    """Run one command, return its stdout; raise NetnsError with stderr on failure."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError as exc:
+        raise NetnsError(f"{argv[0]} not found") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise NetnsError(f"`{' '.join(argv)}` timed out after {timeout}s") from exc
+    if check and proc.returncode != 0:
+        raise NetnsError(f"`{' '.join(argv)}` failed: {proc.stderr.strip() or proc.returncode}")
+    return proc.stdout
+
+
+# ---- namespaces -------------------------------------------------------------
+
+def netns_list():
+    """Names of all named network namespaces (`ip netns list`)."""
+    out = run_cmd(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def add_netns(ns):
+    run_cmd(["ip", "netns", "add", ns])
+
+
+def netns_pids(ns):
+    """Processes whose network namespace is ``ns`` (empty if the namespace is gone)."""
+    out = run_cmd(["ip", "netns", "pids", ns], check=False)
+    return [int(tok) for tok in out.split() if tok.isdigit()]
+
+
+def kill_netns_processes(ns, grace_s=2.0):
+    """SIGTERM every process inside ``ns``, then SIGKILL whatever is left after ``grace_s``.
+
+    Our own pid is never signalled (a process that entered the namespace itself
+    may be the one tearing it down).
+    """
+    me = os.getpid()
+    pids = [p for p in netns_pids(ns) if p != me]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
+        while time.monotonic() < deadline:
+            pids = [p for p in netns_pids(ns) if p != me]
+            if not pids:
+                return []
+            time.sleep(0.05)
+    return pids
+
+
+def delete_netns(ns):
+    """Kill processes inside ``ns`` and delete it; deleting it removes its veth ends and qdiscs.
+
+    Returns the pids that would not die (normally none). A namespace already
+    gone is not an error.
+    """
+    survivors = kill_netns_processes(ns)
+    if ns in netns_list():
+        run_cmd(["ip", "netns", "delete", ns], check=False)
+    return survivors
+
+
+def link_names(ns):
+    """Interface names inside ``ns``."""
+    out = run_cmd(["ip", "-n", ns, "-o", "link", "show"], check=False)
+    names = []
+    for line in out.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) >= 2:
+            names.append(parts[1].strip().split("@")[0])
+    return names
+
+
+# ---- shaping ------------------------------------------------------------------
+
+def tbf_sizes(rate_bps):
+    """(burst, limit) in bytes for a token bucket at ``rate_bps``.
+
+    burst: 1 ms worth of traffic, at least 64 KiB so a GSO super-packet from
+    the veth fits in one bucket (a 4 MB transfer at 100 Mbit/s then runs at
+    most 1.6% above the rate). limit: 50 ms of queue, at least two bursts.
+    """
+    rate_bytes = rate_bps / 8.0
+    burst = max(64 * 1024, int(rate_bytes * 0.001))
+    limit = max(2 * burst, int(rate_bytes * 0.050))
+    return burst, limit
+
+
+def shape_link(ns, dev, rate_bps, delay_s=0.0):
+    """Limit egress of ``dev`` in ``ns`` to ``rate_bps``, optionally delayed by ``delay_s``.
+
+    Without delay: a tbf root qdisc. With delay: netem as root with the tbf as
+    its child (the rate-control layout of tc-netem(8)); needs a kernel with
+    sch_netem.
+    """
+    burst, limit = tbf_sizes(rate_bps)
+    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "limit", str(limit)]
+    if delay_s <= 0:
+        run_cmd(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:"] + tbf)
+        return
+    # netem holds packets in flight for delay_s: size its queue for that, in packets.
+    in_flight = int(rate_bps / 8.0 * delay_s / 1500) * 2 + 1000
+    delay_us = max(1, int(round(delay_s * 1e6)))
+    run_cmd(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:",
+             "netem", "delay", f"{delay_us}us", "limit", str(in_flight)])
+    run_cmd(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:"] + tbf)
+
+
+def qdisc_summary(ns, dev):
+    """One line per qdisc on ``dev`` in ``ns`` (for `cluster status`)."""
+    out = run_cmd(["tc", "-n", ns, "qdisc", "show", "dev", dev], check=False)
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+# ---- probing --------------------------------------------------------------------
+
+def _probe(build_steps):
+    """Create a throwaway namespace, run ``build_steps(ns)``, always delete it."""
+    ns = f"ralpprobe{os.getpid()}"
+    try:
+        add_netns(ns)
+        build_steps(ns)
+        return True, ""
+    except NetnsError as exc:
+        return False, str(exc)
+    finally:
+        if ns in netns_list():
+            run_cmd(["ip", "netns", "delete", ns], check=False)
+
+
+def _build_probe_link(ns):
+    run_cmd(["ip", "-n", ns, "link", "add", "pbr", "type", "bridge"])
+    run_cmd(["ip", "-n", ns, "link", "add", "pa", "type", "veth", "peer", "name", "pb"])
+    run_cmd(["ip", "-n", ns, "link", "set", "pa", "master", "pbr"])
+    shape_link(ns, "pb", 1e9)
+
+
+def can_emulate():
+    """(True, "") when this machine can run an emulated cluster, else (False, reason naming the fix).
+
+    The only reliable check is doing it: create a namespace with a bridge, a
+    veth pair and a tbf qdisc, then remove it (tens of milliseconds).
+    """
+    if os.name != "posix" or not os.path.exists("/proc/self/ns/net"):
+        return False, "no network namespaces on this OS; use --cluster local"
+    if os.geteuid() != 0:
+        return False, "network namespaces need root; run as root (sudo) or use --cluster local"
+    for tool, pkg in (("ip", "iproute2"), ("tc", "iproute2")):
+        if not shutil.which(tool):
+            return False, f"`{tool}` not found; install {pkg} (apt-get install -y {pkg}) or use --cluster local"
+    ok, err = _probe(_build_probe_link)
+    if not ok:
+        return False, (f"cannot create namespaces/veth/bridge/tbf here ({err}); run as root on a "
+                       "kernel with netns, veth, bridge and sch_tbf, or use --cluster local")
+    return True, ""
+
+
+def netem_available():
+    """True when the kernel has sch_netem (needed only for --latency > 0)."""
+    ok, _ = _probe(lambda ns: shape_link(ns, "lo", 1e9, delay_s=1e-4))
+    return ok

@@ -1,0 +1,142 @@
+"""Role dispatch for one MPI rank: serve, drive, or train with Horovod.
+
+Order of events (every rank):
+ 1. rank 0 resolves the plan (auto/ralp) and loads nothing else; all ranks learn it;
+ 2. addresses and free ports are exchanged (bench/tf_cluster.rendezvous);
+ 3. PS and worker ranks start a TF server; everyone waits until all are up;
+ 4. the chief (or every Horovod worker) trains through bench/trainer.py while
+    serving ranks answer traffic-meter rounds until the chief says stop;
+ 5. rank 0 (the chief, or Horovod rank 0) writes the result JSON.
+Every exit path calls MPI_Finalize, then leaves with os._exit: TF's gRPC
+threads can keep a process alive after Python's main thread is done.
+"""
+import json
+import os
+import sys
+import time
+
+from bench.config import RunConfig
+from bench.errors import UserError
+from bench.roles import role_of
+from bench.strategy import StrategyContext, strategy_class
+from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
+                              start_server, thread_counts)
+
+
+def _ranks_on_my_host(info) -> int:
+    me = info.addresses[info.rank]
+    return sum(1 for a in info.addresses if a == me)
+
+
+def _finish(code: int = 0):
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.Finalize()
+    os._exit(code)
+
+
+def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    roles = [role_of(r, world, cfg.workers, cfg.ps) for r in range(world)]
+    role = roles[rank]
+    plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
+    strategy_name = plan["strategy"]
+    cls = strategy_class(strategy_name)
+    if cls.uses_tf_cluster and all(r.job == "worker" for r in roles):
+        raise UserError(f"{strategy_name} needs 1 chief + {cfg.ps} ps + {cfg.workers} worker ranks "
+                        f"(mpirun -np {1 + cfg.ps + cfg.workers}); got {world}")
+    info = rendezvous(comm, roles, cfg.network)
+    meter = TrafficMeter(comm, info)
+    intra, inter = thread_counts(cfg.intra_threads, cfg.inter_threads, _ranks_on_my_host(info))
+
+    import tensorflow as tf  # only now: thread settings must precede TF's first op
+
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+
+    if not cls.uses_tf_cluster:
+        if role.job != "worker":
+            follow_until_stopped(comm, info)  # e.g. an auto run that picked Horovod
+            _finish()
+        return _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards)
+
+    if role.job != "chief":
+        _select_gpu(role)
+        server = start_server(info, role, intra, inter)
+        polite_allgather(comm, "up")
+        follow_until_stopped(comm, info)
+        del server
+        _finish()
+    polite_allgather(comm, "up")
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(info.spec), task_type="chief", task_id=0, rpc_layer="grpc")
+    if strategy_name != "ps-async":  # PSS connects by itself
+        tf.config.experimental_connect_to_cluster(resolver, job_name="chief", task_index=0,
+                                                  make_master_device_default=False)
+    ctx = StrategyContext(cfg, load_shards(cfg),
+                          worker_devices=[device_for("worker", i) for i in range(cfg.workers)],
+                          ps_devices=[device_for("ps", i) for i in range(cfg.ps)],
+                          cut=plan["cut"], extra={"resolver": resolver})
+    result = _train_and_report(comm, cfg, cls(ctx), meter, plan, leader=True)
+    result["ps_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job in ("chief", "ps")})
+    result["worker_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job == "worker"})
+    _write(cfg, result)
+    _finish()
+
+
+def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards):
+    import horovod.tensorflow as hvd
+
+    worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
+    hvd.init(comm=worker_ranks if len(worker_ranks) != comm.Get_size() else None)
+    _select_gpu(None, local_rank=hvd.local_rank())
+    ctx = StrategyContext(cfg, load_shards(cfg))
+    leader = hvd.rank() == 0
+    result = _train_and_report(comm, cfg, strategy_class("horovod")(ctx), meter, plan, leader=leader)
+    result["ps_hosts"] = []
+    result["worker_hosts"] = sorted({info.addresses[r] for r in worker_ranks})
+    if leader:
+        _write(cfg, result)
+    hvd.shutdown()  # Horovod's background thread must leave MPI before MPI_Finalize
+    _finish()
+
+
+def _train_and_report(comm, cfg, strategy, meter, plan, leader):
+    from bench.trainer import Watchdog, train
+
+    started = time.time()
+    result = train(strategy, cfg, meter, Watchdog(comm, cfg.step_timeout), leader)
+    result.update(strategy_requested=cfg.strategy, plan_reason=plan.get("reason"), started_unix=started,
+                  world=comm.Get_size())
+    if cfg.dump_weights and leader:
+        import numpy as np
+
+        np.savez(cfg.dump_weights, *strategy.trainable_weights())
+    meter.sample("stop")
+    return result
+
+
+def _select_gpu(role, local_rank=None):
+    """One GPU per process, chosen from the local rank; CPU when there is none."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return
+    index = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", local_rank or 0)) % len(gpus)
+    tf.config.set_visible_devices(gpus[index], "GPU")
+
+
+def _write(cfg, result):
+    if not cfg.out:
+        print(json.dumps(result), flush=True)
+        return
+    tmp = cfg.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, cfg.out)

@@ -1,0 +1,454 @@
+"""Tables and pages from stored result rows: the speedup table, measured against predicted,
+accuracy, failures, and run-to-run comparison.
+
+Why it is built this way: one summary (a row per configuration and strategy, repeats reduced
+to their median) feeds every table and figure, so the numbers in report.md, index.html and
+the PNGs cannot disagree. Tables are plain lists of strings rendered twice (Markdown for
+pasting, HTML for the page). Configuration columns (batch size, compression, link speed, ...)
+appear only when they vary, so a simple sweep gives a small table.
+"""
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench import plots
+from bench.results import SCHEMA_VERSION, VERSION_COLUMN
+
+STRATEGY_ORDER = ("ps", "ps-async", "horovod", "ralp", "auto")
+# Shown as table columns only when they take more than one value in the rows reported.
+CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", "ps", "link_bps",
+               "ps_link_bps", "latency_s", "scaled_to")
+MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
+            "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
+            "bytes_worker_predicted", "predicted_step_time_s", "accuracy", "target_accuracy",
+            "steps_to_accuracy", "time_to_accuracy_s", "final_loss")
+ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
+               "python_version", "cpu_model", "cpu_cores", "gpus", "hostname", "cluster_mode",
+               "hosts", "link_bps")
+DISCREPANCY_LIMIT = 0.10
+PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
+
+
+@dataclass
+class Table:
+    """A titled grid of display strings, rendered to Markdown or HTML."""
+
+    title: str
+    headers: list
+    rows: list
+    notes: list = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    intro: list
+    tables: list
+    plots: list = field(default_factory=list)  # (file name, caption)
+
+
+# ---------------------------------------------------------------- summary --------------------
+
+def config_keys(df, include_run=True):
+    """Configuration columns needed to tell rows apart: those taking more than one value for
+    the same (model, workers, strategy). A column that only follows the model or the worker
+    count (batch size per model, hosts = workers + 1) is left out. run_id joins the keys when
+    the same configuration appears in several runs."""
+    candidates = list(CONFIG_KEYS) + (["run_id"] if include_run else [])
+    if df.empty:
+        return []
+    spread = df.groupby(["model", "workers", "strategy"], dropna=False)[candidates].nunique(
+        dropna=False).max()
+    return [k for k in candidates if spread[k] > 1]
+
+
+def summarize(df, keys):
+    """One row per (model, workers, keys..., strategy); repeats reduced to medians of ok rows."""
+    group_cols = ["model", "workers", *keys, "strategy"]
+    records = []
+    for values, rows in df.groupby(group_cols, dropna=False, sort=False):
+        record = dict(zip(group_cols, values))
+        ok = rows[rows["status"].fillna("ok") != "failed"]
+        if len(ok):
+            record.update({m: _median(ok[m]) for m in MEASURES})
+            record.update(status="ok", failure=None, repeats=len(ok),
+                          plan=_first(ok["plan"]), cut_layer=_first(ok["cut_layer"]))
+        else:
+            record.update({m: math.nan for m in MEASURES})
+            record.update(status="failed", repeats=len(rows), plan=_first(rows["plan"]),
+                          cut_layer=None, failure=_first(rows["failure"]) or "no reason recorded")
+        records.append({k: (None if _missing(v) else v) for k, v in record.items()})
+    summary = pd.DataFrame.from_records(records)
+    if summary.empty:
+        return summary
+    summary["_order"] = summary["strategy"].map(_strategy_rank)
+    summary = summary.sort_values(["model", "workers", *keys, "_order"], na_position="first",
+                                  key=lambda col: col.map(_sort_key))
+    return summary.drop(columns="_order").reset_index(drop=True)
+
+
+def _strategy_rank(strategy):
+    return STRATEGY_ORDER.index(strategy) if strategy in STRATEGY_ORDER else len(STRATEGY_ORDER)
+
+
+def _sort_key(value):
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
+
+
+def _median(column):
+    values = pd.to_numeric(column, errors="coerce").dropna()
+    return float(values.median()) if len(values) else math.nan
+
+
+def _first(column):
+    values = column.dropna()
+    return values.iloc[0] if len(values) else None
+
+
+def _missing(value):
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+# ---------------------------------------------------------------- formatting -----------------
+
+def fmt_bytes(value):
+    if _missing(value):
+        return "—"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def fmt_rate(value):
+    if _missing(value):
+        return "—"
+    return f"{value:,.0f}" if value >= 1000 else f"{value:,.1f}"
+
+
+def fmt_seconds(value):
+    if _missing(value):
+        return "—"
+    return f"{value:.3g} s"
+
+
+def fmt_key(key, value):
+    if _missing(value):
+        return "—"
+    if key in ("link_bps", "ps_link_bps"):
+        for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+            if value >= size:
+                return f"{value / size:g} {unit}"
+        return f"{value:g} bit/s"
+    if key == "latency_s":
+        return f"{value * 1e3:g} ms"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def fmt_discrepancy(measured, predicted):
+    """Relative error of the prediction, flagged with ⚠ beyond DISCREPANCY_LIMIT."""
+    if _missing(measured) or _missing(predicted) or not predicted:
+        return "—"
+    error = (measured - predicted) / predicted
+    flag = " ⚠" if abs(error) > DISCREPANCY_LIMIT else ""
+    return f"{error:+.0%}{flag}"
+
+
+def _one_line(text, limit=80):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _key_cells(row, keys):
+    return [str(row["model"]), fmt_key("workers", row["workers"])] + [fmt_key(k, row[k]) for k in keys]
+
+
+def _key_headers(keys):
+    return ["model", "workers"] + keys
+
+
+def _strategies(summary):
+    return sorted(summary["strategy"].dropna().unique(), key=_strategy_rank)
+
+
+def _groups(summary, keys):
+    return summary.groupby(["model", "workers", *keys], dropna=False, sort=False)
+
+
+# ---------------------------------------------------------------- tables ---------------------
+
+def throughput_table(summary, keys):
+    """Rows model x workers (x varying config), columns strategies: images/sec and speedups."""
+    strategies = _strategies(summary)
+    rows = []
+    for _, group in _groups(summary, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
+        baselines = {name: by_strategy[name]["images_per_sec"] for name in ("ps", "horovod")
+                     if name in by_strategy and by_strategy[name]["status"] == "ok"}
+        cells = []
+        for strategy in strategies:
+            row = by_strategy.get(strategy)
+            if row is None:
+                cells.append("—")
+            elif row["status"] != "ok":
+                cells.append("failed: " + _one_line(row["failure"], 60))
+            else:
+                cells.append(_throughput_cell(row, baselines))
+        rows.append(_key_cells(group.iloc[0], keys) + cells)
+    notes = ["Cells: images/sec over all workers (median over repeats); in brackets the speedup "
+             "over `ps` and over `horovod` in the same row. `auto` shows the plan it ran."]
+    return Table("Throughput and speedup", _key_headers(keys) + strategies, rows, notes)
+
+
+def _throughput_cell(row, baselines):
+    rate = row["images_per_sec"]
+    text = fmt_rate(rate)
+    if row["strategy"] == "auto" and row.get("plan"):
+        text += f" [ran {row['plan']}]"
+    speedups = [f"{rate / base:.2f}× {name}" for name, base in baselines.items()
+                if name != row["strategy"] and not _missing(rate) and not _missing(base) and base > 0]
+    return text + (f" ({', '.join(speedups)})" if speedups else "")
+
+
+def prediction_table(summary, keys):
+    """Measured beside predicted: bytes per step (worker, PS host) and step time, flagged >10%."""
+    triples = [("worker bytes/step", "bytes_worker_measured", "bytes_worker_predicted", fmt_bytes),
+               ("PS bytes/step", "bytes_ps_measured", "bytes_ps_predicted", fmt_bytes),
+               ("step time", "step_time_median_s", "predicted_step_time_s", fmt_seconds)]
+    ok = summary[summary["status"] == "ok"]
+    triples = [t for t in triples if ok[[t[1], t[2]]].notna().any().any()]
+    if not triples:
+        return None
+    headers = _key_headers(keys) + ["strategy"]
+    for label, *_ in triples:
+        headers += [f"{label} measured", "predicted", "error"]
+    rows = []
+    for _, row in ok.iterrows():
+        if not any(not _missing(row[c]) for _, m, p, _f in triples for c in (m, p)):
+            continue
+        cells = _key_cells(row, keys) + [row["strategy"]]
+        for _, measured, predicted, fmt in triples:
+            cells += [fmt(row[measured]), fmt(row[predicted]),
+                      fmt_discrepancy(row[measured], row[predicted])]
+        rows.append(cells)
+    notes = ["Bytes are per step, sent + received, per worker host (average) and per PS host; "
+             "1 MB = 10^6 bytes. error = (measured − predicted) / predicted; "
+             f"⚠ marks errors beyond {DISCREPANCY_LIMIT:.0%}."]
+    return Table("Measured against predicted", headers, rows, notes)
+
+
+def accuracy_table(summary, keys):
+    """Final accuracy and time-to-accuracy per strategy, when any row has them."""
+    columns = ["accuracy", "time_to_accuracy_s", "final_loss"]
+    if not summary[columns].notna().any().any():
+        return None
+    strategies = _strategies(summary)
+    rows = []
+    for _, group in _groups(summary, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
+        cells = []
+        for strategy in strategies:
+            row = by_strategy.get(strategy)
+            cells.append("—" if row is None else
+                         "failed" if row["status"] != "ok" else _accuracy_cell(row))
+        rows.append(_key_cells(group.iloc[0], keys) + cells)
+    notes = ["Cells: final accuracy; time (and steps) to reach the target accuracy; final loss."]
+    return Table("Accuracy", _key_headers(keys) + strategies, rows, notes)
+
+
+def _accuracy_cell(row):
+    parts = []
+    if not _missing(row["accuracy"]):
+        parts.append(f"acc {row['accuracy']:.3f}")
+    if not _missing(row["time_to_accuracy_s"]):
+        target = "" if _missing(row["target_accuracy"]) else f" to {row['target_accuracy']:.3g}"
+        steps = "" if _missing(row["steps_to_accuracy"]) else f", {row['steps_to_accuracy']:,.0f} steps"
+        parts.append(f"{row['time_to_accuracy_s']:.3g} s{target}{steps}")
+    if not _missing(row["final_loss"]):
+        parts.append(f"loss {row['final_loss']:.3g}")
+    return " · ".join(parts) or "—"
+
+
+def failure_table(summary, keys):
+    failed = summary[summary["status"] == "failed"]
+    if failed.empty:
+        return None
+    rows = [_key_cells(r, keys) + [r["strategy"], _one_line(r["failure"], 300)]
+            for _, r in failed.iterrows()]
+    return Table("Failures", _key_headers(keys) + ["strategy", "reason"], rows)
+
+
+def run_lines(df):
+    """One line per run: when, how many rows, and the environment it ran in."""
+    lines = []
+    for run_id, rows in df.groupby("run_id", sort=False):
+        started = rows["started_at"].dropna()
+        parts = [f"`{run_id}`", f"started {min(started)}" if len(started) else "start unknown",
+                 f"{len(rows)} rows"]
+        for name in ENVIRONMENT:
+            values = [fmt_key(name, v) for v in dict.fromkeys(rows[name].dropna())]
+            if values:
+                parts.append(f"{name} {'/'.join(values)}")
+        lines.append("- " + "; ".join(parts))
+    return lines
+
+
+def build_report(df, title="ralp-bench report"):
+    """The report for the given rows (one or more runs) as tables ready to render."""
+    keys = config_keys(df)
+    summary = summarize(df, keys)
+    intro = [f"{df['run_id'].nunique()} run(s), {len(df)} rows:"] + run_lines(df)
+    if "batch_size" not in keys and df["batch_size"].notna().any():
+        batches = df.dropna(subset=["batch_size"]).groupby("model", sort=True)["batch_size"].first()
+        intro.append("Batch per worker: " + ", ".join(f"{m} {b}" for m, b in batches.items()) + ".")
+    if df["scaled_to"].notna().any():
+        intro.append("Rows with a `scaled_to` value were scaled to that preset; they are not "
+                     "direct measurements on this machine.")
+    old = df[df[VERSION_COLUMN] < SCHEMA_VERSION] if VERSION_COLUMN in df else df.iloc[:0]
+    if len(old):
+        intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
+    tables = [t for t in (throughput_table(summary, keys), prediction_table(summary, keys),
+                          accuracy_table(summary, keys), failure_table(summary, keys)) if t]
+    return Report(title, intro, tables), summary, keys
+
+
+def write_report(df, out_dir, title="ralp-bench report"):
+    """Write report.md, index.html and the PNGs to ``out_dir``; return the Markdown text."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report, summary, keys = build_report(df, title)
+    made = [  # configuration keys that vary are drawn as separate series
+        (plots.throughput_plot(summary, keys, out / PLOT_FILES[0]),
+         "Images/sec against workers, one panel per model."),
+        (plots.bytes_plot(summary, keys, out / PLOT_FILES[1]),
+         "Bytes per step per strategy, measured beside predicted."),
+        (plots.predicted_vs_measured_plot(summary, out / PLOT_FILES[2]),
+         "Cost-model prediction against measurement."),
+    ]
+    for name in PLOT_FILES:  # a figure not drawn this time must not linger from an older report
+        if not any(path and path.name == name for path, _ in made):
+            (out / name).unlink(missing_ok=True)
+    report.plots = [(path.name, caption) for path, caption in made if path]
+    text = to_markdown(report)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    (out / "index.html").write_text(to_html(report), encoding="utf-8")
+    return text
+
+
+# ---------------------------------------------------------------- compare --------------------
+
+def compare(df_a, df_b, threshold=0.10, label_a="A", label_b="B"):
+    """asv-compare-like table of images/sec in A and B with faster/slower marks."""
+    keys = config_keys(pd.concat([df_a, df_b], ignore_index=True), include_run=False)
+    cols = ["model", "workers", *keys, "strategy"]
+    sa, sb = summarize(df_a, keys), summarize(df_b, keys)
+    merged = sa.merge(sb, on=cols, how="outer", suffixes=("_a", "_b"), indicator=True, sort=False)
+    merged["_order"] = merged["strategy"].map(_strategy_rank)
+    merged = merged.sort_values(["model", "workers", *keys, "_order"], na_position="first",
+                                key=lambda col: col.map(_sort_key))
+    rows, only = [], {"left_only": [], "right_only": []}
+    counts = {"faster": 0, "slower": 0, "unchanged": 0, "failed": 0}
+    for _, r in merged.iterrows():
+        key_cells = _key_cells(r, keys) + [r["strategy"]]
+        if r["_merge"] != "both":
+            only[r["_merge"]].append(key_cells)
+            continue
+        a, b = r["images_per_sec_a"], r["images_per_sec_b"]
+        if r["status_a"] != "ok" or r["status_b"] != "ok":
+            mark = {(False, True): f"fixed in {label_b}", (True, False): f"failed in {label_b}"}.get(
+                (r["status_a"] == "ok", r["status_b"] == "ok"), "failed in both")
+            ratio = "—"
+            counts["failed"] += 1
+        else:
+            value = b / a if a else math.inf
+            mark = ("faster" if value > 1 + threshold else
+                    "slower" if value < 1 / (1 + threshold) else "unchanged")
+            ratio = f"{value:.2f}"
+            counts[mark] += 1
+        rows.append(key_cells + [fmt_rate(a), fmt_rate(b), ratio, mark])
+    headers = _key_headers(keys) + ["strategy"]
+    tables = [Table(f"images/sec: {label_a} → {label_b}",
+                    headers + [f"{label_a} img/s", f"{label_b} img/s", "ratio B/A", "change"], rows,
+                    [f"faster: ratio > {1 + threshold:.2f}; slower: ratio < {1 / (1 + threshold):.2f} "
+                     f"(threshold {threshold:.0%}); unchanged otherwise."])]
+    for side, label in (("left_only", label_a), ("right_only", label_b)):
+        if only[side]:
+            tables.append(Table(f"Only in {label}", headers, only[side]))
+    intro = [", ".join(f"{n} {k}" for k, n in counts.items())] + _environment_changes(df_a, df_b)
+    return Report(f"Compare {label_a} → {label_b}", intro, tables), counts
+
+
+def _environment_changes(df_a, df_b):
+    lines = []
+    for name in ENVIRONMENT:
+        a = sorted({fmt_key(name, v) for v in df_a[name].dropna()})
+        b = sorted({fmt_key(name, v) for v in df_b[name].dropna()})
+        if a != b:
+            lines.append(f"- {name}: {'/'.join(a) or '—'} → {'/'.join(b) or '—'}")
+    return (["Environment differences:"] + lines) if lines else []
+
+
+# ---------------------------------------------------------------- rendering ------------------
+
+def _md_cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(report):
+    out = [f"# {report.title}", ""] + report.intro + [""]
+    for table in report.tables:
+        out += [f"## {table.title}", ""]
+        out.append("| " + " | ".join(_md_cell(h) for h in table.headers) + " |")
+        out.append("|" + "|".join("---" for _ in table.headers) + "|")
+        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
+        out += [""] + table.notes + ([""] if table.notes else [])
+    if report.plots:
+        out += ["## Plots", ""] + [f"![{caption}]({name})" for name, caption in report.plots] + [""]
+    return "\n".join(out)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f3f3f3}td.warn{background:#fff3cd}
+td.failed{background:#f8d7da}td.faster{background:#d4edda}td.slower{background:#f8d7da}
+img{max-width:100%;border:1px solid #ddd;margin:.5em 0}p.note{color:#555;font-size:.9em}"""
+
+
+def _cell_class(text):
+    if "⚠" in text:
+        return "warn"
+    if text.startswith("failed"):
+        return "failed"
+    return text if text in ("faster", "slower") else ""
+
+
+def _inline(text):
+    """HTML-escape, then turn `code` spans into <code>."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(report):
+    body = [f"<h1>{html.escape(report.title)}</h1>"]
+    body += [f"<p>{_inline(line.removeprefix('- '))}</p>" for line in report.intro]
+    for table in report.tables:
+        body.append(f"<h2>{html.escape(table.title)}</h2><table><thead><tr>")
+        body.append("".join(f"<th>{html.escape(str(h))}</th>" for h in table.headers))
+        body.append("</tr></thead><tbody>")
+        for row in table.rows:
+            cells = "".join(f'<td class="{_cell_class(str(c))}">{html.escape(str(c))}</td>'
+                            for c in row)
+            body.append(f"<tr>{cells}</tr>")
+        body.append("</tbody></table>")
+        body += [f'<p class="note">{_inline(n)}</p>' for n in table.notes]
+    for name, caption in report.plots:
+        body.append(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
+                    f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return ("<!doctype html><html><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")

@@ -1,0 +1,609 @@
+"""The versioned result store: one write-once file per run, an index, and a forgiving reader.
+
+Why it looks like this: benchmark numbers are only worth keeping if they are never silently
+lost or rewritten. So each run becomes ``results/runs/<run_id>.parquet`` (typed, for analysis)
+plus a CSV mirror (for ``git diff``), written atomically and never overwritten;
+``results/manifest.json`` indexes the runs with a checksum per file. Rows are journaled to
+``results/pending/<run_id>.jsonl`` as they arrive, so a sweep that dies half-way keeps what it
+measured and can still be committed. Reading never trusts the directory: a truncated,
+foreign or empty file is named in a warning and skipped, and the other runs still load;
+files from older schema versions are migrated on read.
+
+Row fields are the flat schema in ``FIELD_TYPES``; build rows with ``new_row``.
+"""
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import re
+import secrets
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench.errors import UserError
+
+SCHEMA_VERSION = 1
+
+_STR, _BOOL, _INT, _FLOAT = "str", "bool", "int", "float"
+# Order here is the column order on disk.
+FIELD_TYPES = {
+    "run_id": _STR, "started_at": _STR, "git_commit": _STR, "git_dirty": _BOOL,
+    "tf_version": _STR, "horovod_version": _STR, "mpi_version": _STR, "python_version": _STR,
+    "cpu_model": _STR, "cpu_cores": _INT, "gpus": _INT, "hostname": _STR,
+    "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
+    "latency_s": _FLOAT, "scaled_to": _STR,
+    "model": _STR, "dataset": _STR, "batch_size": _INT, "global_batch": _INT, "workers": _INT,
+    "ps": _INT, "strategy": _STR, "plan": _STR, "cut_layer": _STR, "compression": _STR,
+    "steps": _INT, "warmup_steps": _INT,
+    "images_per_sec": _FLOAT, "step_time_median_s": _FLOAT, "step_time_p10_s": _FLOAT,
+    "step_time_p90_s": _FLOAT,
+    "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
+    "bytes_worker_measured": _FLOAT, "bytes_worker_predicted": _FLOAT,
+    "predicted_step_time_s": _FLOAT,
+    "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
+    "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
+    "status": _STR, "failure": _STR,
+}
+SCHEMA_FIELDS = tuple(FIELD_TYPES)
+# Stored in every file (not a row field) so a file says which schema wrote it.
+VERSION_COLUMN = "schema_version"
+# Without these a file is not a result file of ours, whatever its extension.
+REQUIRED_COLUMNS = ("model", "strategy")
+# v0 (unversioned prototype files, CSV only): no schema_version column, fewer columns,
+# and these older names.
+V0_RENAMES = {"step_time_s": "step_time_median_s", "bytes_per_step": "bytes_worker_measured",
+              "img_per_sec": "images_per_sec"}
+_RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RunExistsError(UserError):
+    """A run id that is already stored: run files are write-once."""
+
+
+# ---------------------------------------------------------------- rows -----------------------
+
+def new_row(**fields):
+    """Return a dict with every schema field (None where not given), values coerced to type.
+
+    Unknown field names raise TypeError, like a misspelt keyword argument would.
+    """
+    unknown = sorted(set(fields) - set(FIELD_TYPES))
+    if unknown:
+        raise TypeError(f"unknown result field(s) {unknown}; known: {', '.join(SCHEMA_FIELDS)}")
+    return {name: _coerce_value(name, fields.get(name)) for name in SCHEMA_FIELDS}
+
+
+def _coerce_value(name, value):
+    kind = FIELD_TYPES[name]
+    if _missing(value):
+        return None
+    try:
+        if kind == _STR:
+            return str(value)
+        if kind == _BOOL:
+            if isinstance(value, str):
+                lowered = value.strip().lower()
+                if lowered in ("true", "1", "yes"):
+                    return True
+                if lowered in ("false", "0", "no"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if kind == _INT:
+            number = float(value)
+            if not number.is_integer():
+                raise ValueError(value)
+            return int(number)
+        number = float(value)
+        return number if math.isfinite(number) else None
+    except (TypeError, ValueError):
+        raise ValueError(f"result field {name!r} expects {kind}, got {value!r}") from None
+
+
+def new_run_id(now=None):
+    """A sortable, unique id: UTC timestamp plus 6 random hex digits (20261202T163000Z-ab12cd)."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def utc_now_iso():
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def environment_fields(repo_dir=None, ignore_paths=("results",)):
+    """Describe the code and machine a run used; every probe degrades to None, never raises.
+
+    TensorFlow and Horovod versions come from package metadata, so nothing heavy is imported.
+    ``git_dirty`` counts modified tracked files outside ``ignore_paths`` (the result store
+    itself changes with every run and must not make the next run look dirty).
+    """
+    repo_dir = Path(repo_dir) if repo_dir else Path(__file__).resolve().parent.parent
+    commit = _command_output(["git", "-C", str(repo_dir), "rev-parse", "HEAD"])
+    status = _command_output(["git", "-C", str(repo_dir), "status", "--porcelain",
+                              "--untracked-files=no", "--", "."]
+                             + [f":(exclude){p}" for p in ignore_paths], keep_empty=True)
+    return {
+        "git_commit": commit,
+        "git_dirty": (bool(status.strip()) if status is not None and commit else None),
+        "tf_version": _package_version("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+        "horovod_version": _package_version("horovod"),
+        "mpi_version": _mpi_version(),
+        "python_version": platform.python_version(),
+        "cpu_model": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "gpus": _gpu_count(),
+        "hostname": socket.gethostname(),
+    }
+
+
+def _command_output(argv, keep_empty=False):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    out = proc.stdout.strip()
+    return out if (out or keep_empty) else None
+
+
+def _package_version(*names):
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _mpi_version():
+    out = _command_output(["mpirun", "--version"])
+    if not out:
+        return None
+    first = out.splitlines()[0]  # "mpirun (Open MPI) 4.1.4"
+    match = re.search(r"\(([^)]+)\)\s*(\S+)", first)
+    return f"{match.group(1)} {match.group(2)}" if match else first
+
+
+def _cpu_model():
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def _gpu_count():
+    out = _command_output(["nvidia-smi", "-L"])
+    if out is None:
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+# ---------------------------------------------------------------- frames ---------------------
+
+def coerce_frame(df):
+    """Give a frame every schema column with the schema's dtype (nullable ints and bools)."""
+    df = df.copy()
+    for name, kind in FIELD_TYPES.items():
+        if name not in df.columns:
+            df[name] = None
+        column = df[name]
+        if kind == _FLOAT:
+            df[name] = pd.to_numeric(column, errors="coerce").astype("float64")
+        elif kind == _INT:
+            numbers = pd.to_numeric(column, errors="coerce")
+            whole = numbers.dropna()
+            if (whole == whole.round()).all():
+                df[name] = numbers.round().astype("Int64")
+            else:
+                df[name] = numbers.astype("float64")
+        elif kind == _BOOL:
+            df[name] = pd.array([_bool_or_none(v) for v in column], dtype="boolean")
+        else:
+            df[name] = pd.Series([None if _missing(v) else str(v) for v in column],
+                                 index=df.index, dtype="object")
+    extra = [c for c in df.columns if c not in FIELD_TYPES]
+    return df[list(SCHEMA_FIELDS) + extra]
+
+
+def _bool_or_none(value):
+    try:
+        return _coerce_value("git_dirty", value)
+    except ValueError:  # garbage in an old or hand-edited file reads as unknown
+        return None
+
+
+def _missing(value):
+    return (value is None or value is pd.NA or value is pd.NaT
+            or (isinstance(value, float) and math.isnan(value)))
+
+
+def migrate(df, file_version):
+    """Bring a frame read from a file of schema ``file_version`` up to ``SCHEMA_VERSION``.
+
+    v0 -> v1: renames the prototype's column names and adds missing columns as None.
+    """
+    if file_version == 0:
+        df = df.rename(columns={old: new for old, new in V0_RENAMES.items()
+                                if old in df.columns and new not in df.columns})
+        if "status" not in df.columns:
+            df["status"] = "ok"
+    df = coerce_frame(df)
+    df[VERSION_COLUMN] = file_version
+    return df
+
+
+def _arrow_schema():
+    import pyarrow as pa
+    types = {_STR: pa.string(), _BOOL: pa.bool_(), _INT: pa.int64(), _FLOAT: pa.float64()}
+    fields = [pa.field(name, types[kind]) for name, kind in FIELD_TYPES.items()]
+    return pa.schema(fields + [pa.field(VERSION_COLUMN, pa.int64())],
+                     metadata={b"ralp_bench_schema_version": str(SCHEMA_VERSION).encode()})
+
+
+def _require_arrow():
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:
+        raise UserError(f"pyarrow cannot be imported ({exc}); install a build that matches this "
+                        "numpy, e.g. pip install 'pyarrow<24' with numpy<2") from None
+
+
+# ---------------------------------------------------------------- store ----------------------
+
+@dataclass
+class ScanResult:
+    """What a directory scan found: one frame per readable run, and a line per skipped file."""
+
+    frames: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+
+class ResultStore:
+    """Write-once run files under ``root``, an index (manifest.json), and a forgiving reader."""
+
+    def __init__(self, root="results"):
+        self.root = Path(root)
+        self.runs_dir = self.root / "runs"
+        self.pending_dir = self.root / "pending"
+        self.manifest_path = self.root / "manifest.json"
+        self.warnings = []
+
+    # ---- writing --------------------------------------------------------------------------
+    def append_rows(self, run_id, rows):
+        """Journal rows of an open run (fsync'd); they become a run file at ``commit_run``."""
+        self._check_run_id(run_id)
+        if self._run_file(run_id).exists():
+            raise RunExistsError(f"run {run_id} is already stored in {self.runs_dir}; "
+                                 "run files are write-once, start a new run id")
+        lines = []
+        for row in rows:
+            full = new_row(**{k: v for k, v in row.items() if k != VERSION_COLUMN})
+            full["run_id"] = run_id
+            lines.append(json.dumps(full, allow_nan=False) + "\n")
+        self.pending_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.pending_dir / f"{run_id}.jsonl", "a", encoding="utf-8") as journal:
+            journal.writelines(lines)
+            journal.flush()
+            os.fsync(journal.fileno())
+        return len(lines)
+
+    def commit_run(self, run_id):
+        """Write the journaled rows of ``run_id`` as its parquet + CSV files and index them."""
+        _require_arrow()
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        self._check_run_id(run_id)
+        journal = self.pending_dir / f"{run_id}.jsonl"
+        rows = self._read_journal(journal)
+        if not rows:
+            raise UserError(f"run {run_id} has no rows to commit (nothing in {journal})")
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            parquet_path = self._run_file(run_id)
+            csv_path = parquet_path.with_suffix(".csv")
+            if parquet_path.exists() or csv_path.exists():
+                raise RunExistsError(f"run {run_id} is already stored in {self.runs_dir}; "
+                                     "run files are write-once")
+            for row in rows:
+                row[VERSION_COLUMN] = SCHEMA_VERSION
+            table = pa.Table.from_pylist(rows, schema=_arrow_schema())
+            _write_once(parquet_path, lambda f: pq.write_table(table, f))
+            frame = coerce_frame(pd.DataFrame(rows))
+            _write_once(csv_path, lambda f: f.write(frame.to_csv(index=False).encode("utf-8")))
+            manifest, problem = self._read_manifest()
+            if problem:  # an unreadable index is rebuilt from the files, which are the truth
+                self._warn(f"{self.manifest_path}: {problem}; rebuilt from run files")
+                manifest = self._rebuild_manifest()
+            entries = {e["run_id"]: e for e in manifest["runs"]}
+            entries[run_id] = _manifest_entry(run_id, frame, parquet_path, csv_path)
+            self._write_manifest(entries.values())
+        journal.unlink()
+        with contextlib.suppress(OSError):
+            self.pending_dir.rmdir()  # only succeeds when no other run is open
+        return parquet_path
+
+    def write_run(self, rows, run_id=None):
+        """Append and commit in one call; returns the run id."""
+        run_id = run_id or new_run_id()
+        self.append_rows(run_id, rows)
+        self.commit_run(run_id)
+        return run_id
+
+    def pending_run_ids(self):
+        """Runs with journaled rows that were never committed (e.g. a sweep that crashed)."""
+        if not self.pending_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.pending_dir.glob("*.jsonl"))
+
+    # ---- reading --------------------------------------------------------------------------
+    def scan(self):
+        """Read every run file; unreadable or foreign files become warnings, never errors."""
+        result = ScanResult()
+        if not self.runs_dir.is_dir():
+            return result
+        manifest, problem = self._read_manifest()
+        if problem:
+            result.warnings.append(f"{self.manifest_path}: {problem}; run files read without it")
+        checksums = {e["run_id"]: e.get("sha256") for e in manifest["runs"]}
+        by_stem = {}
+        for path in sorted(self.runs_dir.iterdir()):
+            if path.name.startswith(".") and ".tmp-" in path.name:
+                result.warnings.append(f"{path}: leftover temp file of an interrupted write "
+                                       "(safe to delete); skipped")
+            elif path.suffix in (".parquet", ".csv") and path.is_file():
+                by_stem.setdefault(path.stem, {})[path.suffix] = path
+            else:
+                result.warnings.append(f"{path}: not a .parquet or .csv run file; skipped")
+        for stem, files in by_stem.items():
+            frame = None
+            if ".parquet" in files:
+                frame, error = _read_run_file(files[".parquet"], stem)
+                if error:
+                    action = "using its CSV mirror" if ".csv" in files else "skipped"
+                    result.warnings.append(f"{files['.parquet']}: {error}; {action}")
+                elif checksums.get(stem) and _sha256(files[".parquet"]) != checksums[stem]:
+                    result.warnings.append(f"{files['.parquet']}: differs from the checksum in "
+                                           "manifest.json (changed after it was written)")
+            if frame is None and ".csv" in files:
+                frame, error = _read_run_file(files[".csv"], stem)
+                if error:
+                    result.warnings.append(f"{files['.csv']}: {error}; skipped")
+            if frame is not None:
+                result.frames[stem] = frame
+        return result
+
+    def load(self, run_ids=None, quiet=False):
+        """All rows of the given runs (default: every readable run) as one DataFrame.
+
+        Skipped files are listed in ``self.warnings`` and ``df.attrs['warnings']`` and printed to
+        stderr unless ``quiet``.
+        """
+        scan = self.scan()
+        self.warnings = list(scan.warnings)
+        if not quiet:
+            for line in scan.warnings:
+                print(f"ralp-bench: warning: {line}", file=sys.stderr)
+        ordered = _chronological(scan.frames)
+        if run_ids is not None:
+            missing = [r for r in run_ids if r not in scan.frames]
+            if missing:
+                raise UserError(f"no run {', '.join(missing)} in {self.runs_dir}; "
+                                f"stored runs: {', '.join(ordered) or 'none'}")
+            ordered = list(run_ids)
+        frames = [scan.frames[r] for r in ordered]
+        df = pd.concat(frames, ignore_index=True) if frames else coerce_frame(pd.DataFrame())
+        df.attrs["warnings"] = list(scan.warnings)
+        return df
+
+    def run_ids(self):
+        """Readable runs, oldest first (by started_at, then run id)."""
+        return _chronological(self.scan().frames)
+
+    def latest_run_id(self):
+        ids = self.run_ids()
+        return ids[-1] if ids else None
+
+    def resolve_run_id(self, text):
+        """A full run id, or a unique prefix of one, or 'latest'/'previous'."""
+        ids = self.run_ids()
+        if text in ("latest", "previous"):
+            wanted = 1 if text == "latest" else 2
+            if len(ids) < wanted:
+                raise UserError(f"no {text} run in {self.runs_dir} ({len(ids)} stored)")
+            return ids[-wanted]
+        if text in ids:
+            return text
+        matches = [r for r in ids if r.startswith(text)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise UserError(f"no run {text!r} in {self.runs_dir}; stored: {', '.join(ids) or 'none'}")
+        raise UserError(f"run id prefix {text!r} is ambiguous: {', '.join(matches)}")
+
+    def manifest(self):
+        return self._read_manifest()[0]
+
+    # ---- internals ------------------------------------------------------------------------
+    def _run_file(self, run_id):
+        return self.runs_dir / f"{run_id}.parquet"
+
+    def _check_run_id(self, run_id):
+        if not isinstance(run_id, str) or not _RUN_ID_PATTERN.match(run_id):
+            raise UserError(f"bad run id {run_id!r}: use letters, digits, '.', '_' and '-' only")
+
+    def _warn(self, line):
+        self.warnings.append(line)
+        print(f"ralp-bench: warning: {line}", file=sys.stderr)
+
+    def _read_journal(self, journal):
+        if not journal.exists():
+            return []
+        rows = []
+        for number, line in enumerate(journal.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                rows.append(new_row(**json.loads(line)))
+            except (ValueError, TypeError) as exc:  # a line cut short by a crash
+                self._warn(f"{journal}:{number}: unreadable journal line skipped ({exc})")
+        return rows
+
+    @contextlib.contextmanager
+    def _lock(self):
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _read_manifest(self):
+        empty = {"schema_version": SCHEMA_VERSION, "runs": []}
+        if not self.manifest_path.exists():
+            return empty, None  # a store without runs yet
+        try:
+            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+                raise ValueError("no 'runs' list")
+            return data, None
+        except (OSError, ValueError) as exc:
+            return empty, f"unreadable ({exc})"
+
+    def _rebuild_manifest(self):
+        scan = self.scan()
+        entries = []
+        for run_id, frame in scan.frames.items():
+            parquet = self._run_file(run_id)
+            entries.append(_manifest_entry(run_id, frame, parquet if parquet.exists() else None,
+                                           parquet.with_suffix(".csv")))
+        return {"schema_version": SCHEMA_VERSION, "runs": entries}
+
+    def _write_manifest(self, entries):
+        data = {"schema_version": SCHEMA_VERSION,
+                "runs": sorted(entries, key=lambda e: (e.get("started_at") or "", e["run_id"]))}
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        _write_atomic(self.manifest_path, lambda f: f.write(text.encode("utf-8")))
+
+
+def _manifest_entry(run_id, frame, parquet_path, csv_path):
+    started = frame["started_at"].dropna()
+    commits = frame["git_commit"].dropna()
+    versions = frame[VERSION_COLUMN].dropna() if VERSION_COLUMN in frame else []
+    return {
+        "run_id": run_id,
+        "started_at": min(started) if len(started) else None,
+        "rows": int(len(frame)),
+        "schema_version": int(max(versions)) if len(versions) else SCHEMA_VERSION,
+        "models": sorted(set(frame["model"].dropna())),
+        "strategies": sorted(set(frame["strategy"].dropna())),
+        "git_commit": commits.iloc[0] if len(commits) else None,
+        "files": {"parquet": parquet_path.name if parquet_path else None,
+                  "csv": csv_path.name if csv_path.exists() else None},
+        "sha256": _sha256(parquet_path) if parquet_path else None,
+    }
+
+
+def _read_run_file(path, stem):
+    """(frame, None) for a readable result file, (None, reason) otherwise."""
+    if path.stat().st_size == 0:
+        return None, "empty file"
+    try:
+        if path.suffix == ".parquet":
+            _require_arrow()
+            import pyarrow.parquet as pq
+            df = pq.read_table(path).to_pandas()
+        else:
+            df = pd.read_csv(path, dtype=str, keep_default_na=True)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any parser error means "not a file we can read"
+        kind = "parquet" if path.suffix == ".parquet" else "CSV"
+        return None, f"not a readable {kind} file ({type(exc).__name__}: {str(exc)[:120]})"
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        return None, f"not a ralp-bench result file (no column {', '.join(missing)})"
+    if df.empty:
+        return None, "no rows"
+    if VERSION_COLUMN in df.columns:
+        versions = pd.to_numeric(df[VERSION_COLUMN], errors="coerce").dropna()
+        version = int(versions.max()) if len(versions) else 0
+    else:
+        version = 0
+    if version > SCHEMA_VERSION:
+        return None, (f"written with schema version {version}, newer than this ralp-bench "
+                      f"({SCHEMA_VERSION}); upgrade ralp-bench to read it")
+    df = migrate(df.drop(columns=[VERSION_COLUMN], errors="ignore"), version)
+    df["run_id"] = df["run_id"].where(df["run_id"].notna(), stem)
+    return df, None
+
+
+def _chronological(frames):
+    def key(run_id):
+        started = frames[run_id]["started_at"].dropna()
+        return (min(started) if len(started) else "", run_id)
+    return sorted(frames, key=key)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _temp_path(final):
+    return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _write_temp(final, write):
+    tmp = _temp_path(final)
+    try:
+        with open(tmp, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _fsync_dir(directory):
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_atomic(final, write):
+    """Write via a temp file in the same directory, fsync, rename over ``final``."""
+    tmp = _write_temp(final, write)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+
+
+def _write_once(final, write):
+    """Like ``_write_atomic`` but fails instead of replacing an existing file (link is atomic)."""
+    tmp = _write_temp(final, write)
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise RunExistsError(f"{final} already exists; run files are write-once") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(final.parent)

@@ -1,0 +1,80 @@
+"""What every MPI rank runs: ``mpirun -np N python -m bench.run --model ... --strategy ...``.
+
+``ralp-bench run`` builds this command line for you; on a real cluster you
+can run it under your own ``mpirun -H host1,host2,...``. Roles come from
+ranks (bench/roles.py): rank 0 is the chief/client and should sit on the PS
+host, ranks 1..S are PS tasks, the rest workers; horovod needs only W ranks.
+Rank 0 writes the result JSON to --out.
+"""
+import argparse
+import json
+import os
+import sys
+
+from bench.config import RunConfig, add_run_arguments
+from bench.errors import UserError
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    add_run_arguments(p)
+    p.add_argument("--out", default=None, help="result JSON written by rank 0")
+    p.add_argument("--dump-weights", default=None, help="rank 0 saves final trainable weights (.npz)")
+    return RunConfig.from_args(p.parse_args(argv)).validate()
+
+
+def resolve_plan(cfg: RunConfig) -> dict:
+    """Which strategy and cut actually run (auto asks the analyzer; ralp needs a cut)."""
+    if cfg.strategy not in ("ralp", "auto") or (cfg.strategy == "ralp" and cfg.cut):
+        return {"strategy": cfg.strategy, "cut": cfg.cut, "reason": None}
+    from bench.planning import plan_for
+
+    plan = plan_for(cfg)
+    if cfg.strategy == "ralp":
+        if plan.ralp_cut is None:
+            raise UserError(f"{cfg.model} has no cut point before a dense layer; ralp cannot split it "
+                            f"(use --strategy ps or horovod)")
+        return {"strategy": "ralp", "cut": plan.ralp_cut, "reason": plan.reason}
+    return {"strategy": plan.strategy, "cut": plan.cut, "reason": plan.reason}
+
+
+def load_shards(cfg: RunConfig):
+    from bench.data import load_dataset, shard
+    from bench.models.registry import get_spec
+    from bench.strategy import Shards
+
+    spec = get_spec(cfg.model)
+    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, seed=cfg.seed, input_shape=spec.input_shape,
+                      num_classes=spec.num_classes, synthetic_size=max(256, 2 * cfg.global_batch))
+    pieces = [shard(ds.train_x, ds.train_y, w, cfg.workers, cfg.seed) for w in range(cfg.workers)]
+    if len(pieces[0][1]) < cfg.batch_size:
+        raise UserError(f"{cfg.dataset} gives each of {cfg.workers} workers {len(pieces[0][1])} images, fewer "
+                        f"than --batch-size {cfg.batch_size}; lower the batch size or the worker count")
+    return Shards([p[0] for p in pieces], [p[1] for p in pieces], ds.eval_x, ds.eval_y)
+
+
+def main(argv=None):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        cfg = parse(argv)
+        from bench import rank_main
+        return rank_main.run_rank(cfg, resolve_plan, load_shards)
+    except UserError as exc:
+        print(f"ralp-bench: error: {exc}", file=sys.stderr, flush=True)
+        _abort(exc.exit_code)
+
+
+def _abort(code):
+    """One rank's error must end every rank, not leave them waiting."""
+    try:
+        from mpi4py import MPI
+
+        if MPI.COMM_WORLD.Get_size() > 1:
+            MPI.COMM_WORLD.Abort(code)
+    except ImportError:
+        pass
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

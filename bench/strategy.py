@@ -1,0 +1,124 @@
+"""The one interface every training strategy implements, and their registry.
+
+A strategy owns the model's placement and one synchronous training step; the
+trainer (bench/trainer.py) owns the timing, evaluation and traffic metering,
+so every strategy is measured by the same code. Strategies live one per
+module: baselines/ps.py, baselines/ps_async.py, baselines/horovod.py and
+ralp/placement.py; the harness depends on them, never the reverse.
+"""
+import abc
+import importlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from bench.config import RunConfig
+
+# name -> "module:Class"; imported lazily so Horovod is loaded only when used.
+REGISTRY = {
+    "ps": "baselines.ps:SyncPS",
+    "ps-async": "baselines.ps_async:AsyncPS",
+    "horovod": "baselines.horovod:HorovodAllreduce",
+    "ralp": "ralp.placement:LayerPlacement",
+}
+
+
+@dataclass
+class Shards:
+    """Each worker's resident training shard and the held-out split."""
+    x: List[np.ndarray]
+    y: List[np.ndarray]
+    eval_x: np.ndarray
+    eval_y: np.ndarray
+
+
+@dataclass
+class StrategyContext:
+    config: RunConfig
+    shards: Shards
+    worker_devices: List[str] = field(default_factory=list)   # TF layout only
+    ps_devices: List[str] = field(default_factory=list)
+    cut: Optional[str] = None                                  # ralp: where to split
+    extra: Dict = field(default_factory=dict)
+
+
+class Strategy(abc.ABC):
+    """Build once with ``setup``, then call ``train_step`` once per step."""
+
+    name = "?"
+    uses_tf_cluster = True      # False: every rank is a worker (horovod)
+    per_step_timing = True      # False: only total time is meaningful (async)
+
+    def __init__(self, ctx: StrategyContext):
+        self.ctx = ctx
+        self.config = ctx.config
+
+    @abc.abstractmethod
+    def setup(self) -> None:
+        """Create variables where they belong and trace the step function."""
+
+    @abc.abstractmethod
+    def train_step(self, step: int) -> float:
+        """Run one synchronous training step; block until it is done; return the loss."""
+
+    def train_steps(self, first_step: int, count: int) -> List[float]:
+        return [self.train_step(first_step + i) for i in range(count)]
+
+    @abc.abstractmethod
+    def evaluate(self) -> float:
+        """Top-1 accuracy on the held-out split with the current weights."""
+
+    @abc.abstractmethod
+    def trainable_weights(self) -> List[np.ndarray]:
+        """Current trainable weights in model order (for equivalence checks)."""
+
+    def describe(self) -> Dict:
+        """What actually ran: recorded in the result row."""
+        return {"plan": self.name, "cut_layer": None}
+
+
+def strategy_class(name: str):
+    module_name, cls = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module_name), cls)
+
+
+def batch_indices_for(config: RunConfig, shards: Shards, step: int) -> List[np.ndarray]:
+    """The indices each worker trains on at ``step``: identical for every strategy."""
+    from bench.data import batch_indices
+
+    return [batch_indices(step, config.batch_size, len(shards.y[w]), config.seed, w).astype(np.int32)
+            for w in range(config.workers)]
+
+
+def loss_fn(labels, logits):
+    import tensorflow as tf
+
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+def top1(labels, logits):
+    import tensorflow as tf
+
+    return tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32))
+
+
+def variables_on_ps(ps_devices: List[str]):
+    """Variable-creator scope that puts each new variable on the least-loaded PS task.
+
+    Greedy by bytes, so a huge FC matrix and many small conv kernels end up
+    balanced over S shards (with S = 1 everything lands on ps 0).
+    """
+    import tensorflow as tf
+
+    load = {d: 0 for d in ps_devices}
+
+    def creator(next_creator, **kwargs):
+        shape = kwargs.get("shape")
+        size = int(np.prod(shape)) if shape is not None and None not in tuple(shape) else 1
+        device = min(load, key=load.get)
+        load[device] += size
+        with tf.device(device):
+            return next_creator(**kwargs)
+
+    return tf.variable_creator_scope(creator)

@@ -1,0 +1,193 @@
+"""Bring a TensorFlow cluster up over MPI, and the small control plane beside it.
+
+Every rank finds the address it is reached at, picks a free port on it, and
+the ranks exchange host:port with an MPI allgather; that builds the
+``tf.train.ClusterSpec``. PS and worker ranks then run a ``tf.distribute.Server``
+and wait; the chief drives training through the TF runtime.
+
+MPI is also the control plane: counters of each host's NIC are gathered
+at phase boundaries (so bytes on the wire cover the timed steps only) and the
+chief tells everyone when to stop. MPI's blocking collectives spin a core
+while they wait, which would steal CPU from TensorFlow in the same process,
+so every wait here goes through a non-blocking barrier polled with sleeps.
+"""
+import ipaddress
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from bench.errors import UserError
+from bench.roles import Role
+
+LOOPBACK = "127.0.0.1"
+
+
+def polite_allgather(comm, obj, poll_s: float = 0.005):
+    """allgather that sleeps instead of spinning while other ranks catch up."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll_s)
+    return comm.allgather(obj)
+
+
+def _ipv4_interfaces() -> List[tuple]:
+    """(iface, ip_interface) for each IPv4 address of this network namespace."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            found.append((parts[1], ipaddress.ip_interface(parts[parts.index("inet") + 1])))
+    return found
+
+
+def choose_addresses(gathered: List[dict], network: Optional[str]) -> List[str]:
+    """Pick, for every rank, the address its peers reach it at.
+
+    ``gathered[r]`` = {"host": hostname, "addrs": [ip/prefix, ...]} of rank r.
+    With a CIDR, each rank uses its address in it. Without one: all ranks on
+    one machine (same hostname, same addresses) talk over loopback; otherwise
+    each rank uses the address that shares a subnet with a peer on another host.
+    """
+    if network:
+        try:
+            net = ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise UserError(f"--network {network!r} is not a CIDR such as 10.0.0.0/24") from None
+        chosen = []
+        for rank, info in enumerate(gathered):
+            match = [a for a in info["addrs"] if ipaddress.ip_interface(a).ip in net]
+            if not match:
+                raise UserError(f"rank {rank} on {info['host']} has no address in {network}; fix --network")
+            chosen.append(str(ipaddress.ip_interface(match[0]).ip))
+        return chosen
+    signature = {(g["host"], tuple(sorted(g["addrs"]))) for g in gathered}
+    if len(signature) == 1:
+        return [LOOPBACK] * len(gathered)
+    chosen = []
+    for rank, info in enumerate(gathered):
+        mine = [ipaddress.ip_interface(a) for a in info["addrs"] if not ipaddress.ip_interface(a).is_loopback]
+        others = [ipaddress.ip_interface(a).ip for o in gathered if o is not info
+                  for a in o["addrs"] if o["addrs"] != info["addrs"]]
+        pick = next((m for m in mine if any(ip in m.network for ip in others)), mine[0] if mine else None)
+        if pick is None:
+            raise UserError(f"rank {rank} on {info['host']} has no non-loopback address; pass --network CIDR")
+        chosen.append(str(pick.ip))
+    return chosen
+
+
+def free_port(address: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ClusterInfo:
+    """What every rank knows after the rendezvous."""
+    rank: int
+    world: int
+    addresses: List[str]          # per rank
+    spec: Dict[str, List[str]]    # TF cluster spec (chief/ps/worker), empty for horovod layout
+    loopback: bool
+
+    def host_of(self, rank: int) -> str:
+        return self.addresses[rank]
+
+
+def rendezvous(comm, role_by_rank: List[Role], network: Optional[str]) -> ClusterInfo:
+    """Exchange addresses and free ports; build the TF cluster spec in rank order."""
+    network = network or os.environ.get("RALP_NETWORK")
+    me = {"host": socket.gethostname(), "addrs": [str(i) for _, i in _ipv4_interfaces()]}
+    gathered = polite_allgather(comm, me)
+    addresses = choose_addresses(gathered, network)
+    rank = comm.Get_rank()
+    port = free_port(addresses[rank])
+    endpoints = polite_allgather(comm, f"{addresses[rank]}:{port}")
+    spec: Dict[str, List[str]] = {}
+    for r, role in enumerate(role_by_rank):
+        spec.setdefault(role.job, []).append(endpoints[r])
+    return ClusterInfo(rank, comm.Get_size(), addresses, spec, loopback=addresses[0] == LOOPBACK)
+
+
+def thread_counts(intra: Optional[int], inter: Optional[int], ranks_on_host: int):
+    """Split this host's cores among the ranks that compute on it (overridable)."""
+    cores = os.cpu_count() or 1
+    return intra or max(1, cores // max(1, ranks_on_host)), inter or 2
+
+
+def start_server(info: ClusterInfo, role: Role, intra: int, inter: int):
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+    return tf.distribute.Server(tf.train.ClusterSpec(info.spec), job_name=role.job, task_index=role.index,
+                                protocol="grpc", config=config, start=True)
+
+
+def device_for(job: str, index: int) -> str:
+    """Device string for a task's first GPU if it has one, else its CPU.
+
+    Called on the chief after it connected, when remote devices are listed.
+    """
+    import tensorflow as tf
+
+    prefix = f"/job:{job}/replica:0/task:{index}"
+    names = [d.name for d in tf.config.list_logical_devices()]
+    gpu = f"{prefix}/device:GPU:0"
+    return gpu if gpu in names else f"{prefix}/device:CPU:0"
+
+
+# ---- bytes on the wire ------------------------------------------------------
+
+def read_nic(info: ClusterInfo) -> Optional[dict]:
+    """This host's NIC byte counters, or None when ranks talk over loopback."""
+    if info.loopback:
+        return None
+    from bench.launch.nic import nic_counters, route_iface
+
+    me = info.addresses[info.rank]
+    peer = next((a for a in info.addresses if a != me), None)
+    if peer is None:
+        return None
+    iface = route_iface(peer)
+    tx, rx = nic_counters(iface)
+    return {"host": me, "iface": iface, "tx": tx, "rx": rx}
+
+
+class TrafficMeter:
+    """Gathers NIC counters of every host at phase boundaries.
+
+    Every rank of the job takes part (collectively); serving ranks do so from
+    ``follow_until_stopped``. ``sample()`` returns {host: (tx, rx)};
+    ``delta(a, b)`` the bytes each host sent and received in between.
+    """
+
+    def __init__(self, comm, info: ClusterInfo):
+        self.comm, self.info = comm, info
+
+    def sample(self, command: str = "sample") -> Dict[str, tuple]:
+        replies = polite_allgather(self.comm, (command, read_nic(self.info)))
+        return _by_host(replies)
+
+    @staticmethod
+    def delta(before: Dict[str, tuple], after: Dict[str, tuple]) -> Dict[str, tuple]:
+        return {h: (after[h][0] - before[h][0], after[h][1] - before[h][1]) for h in before if h in after}
+
+
+def _by_host(replies) -> Dict[str, tuple]:
+    counters = {}
+    for _, nic in replies:
+        if nic and nic["host"] not in counters:
+            counters[nic["host"]] = (nic["tx"], nic["rx"])
+    return counters
+
+
+def follow_until_stopped(comm, info: ClusterInfo):
+    """Serving ranks: answer every sample round until some rank says 'stop'."""
+    while True:
+        replies = polite_allgather(comm, ("follow", read_nic(info)), poll_s=0.02)
+        if any(cmd == "stop" for cmd, _ in replies):
+            return

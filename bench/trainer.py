@@ -1,0 +1,107 @@
+"""The timed training loop every strategy runs through.
+
+It owns what must be identical across strategies: warm-up steps excluded,
+per-step wall time, NIC counters sampled around the timed steps only (and
+around each evaluation, whose traffic is subtracted), held-out evaluation
+every N steps, and the stop rule for --train-to-accuracy. Time-to-accuracy
+counts training time only, not evaluation time.
+"""
+import sys
+import threading
+import time
+from typing import Dict, Optional
+
+import numpy as np
+
+from bench.config import RunConfig
+from bench.strategy import Strategy
+from bench.tf_cluster import TrafficMeter
+
+
+class Watchdog:
+    """Ends the whole MPI job if one step takes longer than --step-timeout."""
+
+    def __init__(self, comm, timeout_s: float):
+        self.comm, self.timeout_s = comm, timeout_s
+        self.deadline: Optional[float] = None
+        self.what = ""
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def arm(self, what: str, timeout_s: Optional[float] = None):
+        self.what, self.deadline = what, time.monotonic() + (timeout_s or self.timeout_s)
+
+    def disarm(self):
+        self.deadline = None
+
+    def _watch(self):
+        while True:
+            time.sleep(0.5)
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                print(f"ralp-bench: error: {self.what} exceeded --step-timeout {self.timeout_s:g}s; "
+                      f"a rank is hung or too slow (raise --step-timeout)", file=sys.stderr, flush=True)
+                self.comm.Abort(5)
+
+
+def report_progress(done: int, total: int, enabled: bool):
+    if enabled:
+        print(f"RALP-PROGRESS {done} {total}", flush=True)
+
+
+def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Watchdog,
+          leader: bool) -> Dict:
+    total = cfg.warmup_steps + cfg.steps
+    t0 = time.perf_counter()
+    watchdog.arm("setup", timeout_s=max(300.0, cfg.step_timeout))
+    strategy.setup()
+    setup_s = time.perf_counter() - t0
+    if cfg.warmup_steps:
+        watchdog.arm("warm-up", timeout_s=cfg.step_timeout * (cfg.warmup_steps + 2))  # first call traces
+        strategy.train_steps(0, cfg.warmup_steps)
+    report_progress(cfg.warmup_steps, total, leader)
+
+    excluded: Dict[str, np.ndarray] = {}
+    step_times, losses, evals = [], [], []
+    reached_at = None
+    before = meter.sample()
+    step = cfg.warmup_steps
+    chunk = 1 if strategy.per_step_timing else (cfg.eval_every or cfg.steps)
+    while step < total and reached_at is None:
+        n = min(chunk, total - step)
+        watchdog.arm(f"step {step}", timeout_s=cfg.step_timeout * n)
+        start = time.perf_counter()
+        losses += strategy.train_steps(step, n)
+        elapsed = time.perf_counter() - start
+        step_times += [elapsed / n] * n
+        step += n
+        report_progress(step, total, leader)
+        timed = step - cfg.warmup_steps
+        if cfg.eval_every and (timed % cfg.eval_every == 0 or step == total):
+            watchdog.arm(f"evaluation after step {step}", timeout_s=max(60.0, cfg.step_timeout))
+            pause = meter.sample()
+            accuracy = strategy.evaluate()
+            for host, (tx, rx) in TrafficMeter.delta(pause, meter.sample()).items():
+                excluded[host] = excluded.get(host, np.zeros(2)) + (tx, rx)
+            evals.append({"step": timed, "accuracy": accuracy, "train_time_s": float(np.sum(step_times)),
+                          "loss": losses[-1]})
+            if cfg.train_to_accuracy is not None and accuracy >= cfg.train_to_accuracy:
+                reached_at = evals[-1]
+    after = meter.sample()
+    watchdog.disarm()
+
+    bytes_by_host = {h: [int(tx - excluded.get(h, (0, 0))[0]), int(rx - excluded.get(h, (0, 0))[1])]
+                     for h, (tx, rx) in TrafficMeter.delta(before, after).items()}
+    timed_steps = len(step_times)
+    return {
+        **strategy.describe(),
+        "timed_steps": timed_steps,
+        "step_times": step_times,
+        "per_step_timing": strategy.per_step_timing,
+        "losses": losses,
+        "evals": evals,
+        "setup_s": setup_s,
+        "train_time_s": float(np.sum(step_times)),
+        "bytes_by_host": bytes_by_host,
+        "final_accuracy": evals[-1]["accuracy"] if evals else None,
+        "steps_to_accuracy": reached_at["step"] if reached_at else None,
+        "time_to_accuracy_s": reached_at["train_time_s"] if reached_at else None,
+    }

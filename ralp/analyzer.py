@@ -1,0 +1,124 @@
+"""Choose how to train a model: sync PS, ring all-reduce, or FC-on-PS at the best cut.
+
+Why: the point of RALP is a decision (split or not, and where), and a decision is
+only useful with its reason. The analyzer predicts every requested strategy,
+evaluates FC-on-PS at every valid cut point, keeps the fastest, and explains the
+choice with the numbers that decided it. Splitting must beat the best unsplit
+strategy by at least ``MIN_SPLIT_GAIN`` (predictions are approximate and a split
+adds moving parts); a model without Dense layers gets "no split possible".
+
+Candidate cuts: by default the cut just before the first Dense layer and every cut
+after it, so the PS holds only FC layers (FC-on-PS). ``all_cuts=True`` also tries
+earlier cuts, which put convolutions on the PS: the PS then computes them for all
+W*B images, which stops scaling as W grows and needs a PS as fast as a worker.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Sequence
+
+from bench.errors import UserError
+from ralp.cost_model import STRATEGIES, STRATEGY_LABELS, Prediction, predict
+from ralp.hardware import Hardware, load_hardware
+from ralp.profile import ModelProfile, profile_model
+
+MIN_SPLIT_GAIN = 0.02  # FC-on-PS must be at least 2% faster than the best unsplit strategy
+
+
+@dataclass
+class Plan:
+    """The chosen strategy, where to cut (None: do not split), and why."""
+    strategy: str
+    cut: Optional[str]
+    predictions: Dict[str, Prediction]
+    reason: str
+    ralp_by_cut: Dict[str, Prediction] = field(default_factory=dict)
+    split_possible: bool = True
+
+    @property
+    def split(self) -> bool:
+        return self.strategy == "ralp"
+
+
+def _mb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e6:,.1f} MB"
+
+
+def _seconds(t: float) -> str:
+    return f"{t:.3g} s"
+
+
+def candidate_cuts(profile, all_cuts: bool = False):
+    """Cut points FC-on-PS may use (see module docstring); empty without a Dense layer."""
+    first = profile.first_dense_cut()
+    if first is None:
+        return []
+    return list(profile.cut_points) if all_cuts else profile.cut_points[profile.cut_points.index(first):]
+
+
+def _pick_ralp(by_cut: Dict[str, Prediction], cut_order) -> Optional[Prediction]:
+    """Fastest cut; among equal times (within 1e-9) the latest one, i.e. closest to the FC layers."""
+    if not by_cut:
+        return None
+    fastest = min(p.step_time_s for p in by_cut.values())
+    tied = [c for c in cut_order if c in by_cut and by_cut[c].step_time_s <= fastest * (1 + 1e-9)]
+    return by_cut[tied[-1]]
+
+
+def _validate(batch_size, workers, ps, strategies):
+    for name, value in (("batch size", batch_size), ("workers", workers), ("ps", ps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UserError(f"{name} must be a positive integer, got {value!r}")
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown or not strategies:
+        raise UserError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+
+
+def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, hardware=None,
+            strategies: Sequence[str] = STRATEGIES, compression: Optional[str] = None,
+            overlap: bool = False, all_cuts: bool = False) -> Plan:
+    """Predict each strategy and pick the fastest; see module docstring for the split rule."""
+    _validate(batch_size, workers, ps, strategies)
+    profile = model_or_profile if isinstance(model_or_profile, ModelProfile) else profile_model(model_or_profile)
+    if not isinstance(hardware, Hardware):
+        hardware = load_hardware(hardware)
+    common = dict(workers=workers, batch_size=batch_size, hardware=hardware, ps=ps,
+                  overlap=overlap, compression=compression)
+    predictions = {s: predict(profile, s, **common) for s in strategies if s != "ralp"}
+    split_possible = profile.first_dense_cut() is not None
+    cuts = candidate_cuts(profile, all_cuts) if "ralp" in strategies else []
+    by_cut = {cut: predict(profile, "ralp", cut=cut, **common) for cut in cuts}
+    best_ralp = _pick_ralp(by_cut, profile.cut_points)
+    if best_ralp is not None:
+        predictions["ralp"] = best_ralp
+
+    unsplit = min((p for s, p in predictions.items() if s != "ralp"), key=lambda p: (p.step_time_s, p.worker_bytes), default=None)
+    if best_ralp is not None and (unsplit is None or
+                                  best_ralp.step_time_s < unsplit.step_time_s * (1 - MIN_SPLIT_GAIN)):
+        chosen = best_ralp
+    else:
+        chosen = unsplit
+    if chosen is None:  # only "ralp" requested on a model that cannot be split
+        raise UserError(f"no split possible: {profile.name} has no dense layer; "
+                        "add 'ps' or 'horovod' to the strategies")
+    reason = _reason(profile, chosen, predictions, best_ralp, split_possible, "ralp" in strategies)
+    return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy == "ralp" else None,
+                predictions=predictions, reason=reason, ralp_by_cut=by_cut, split_possible=split_possible)
+
+
+def _reason(profile, chosen, predictions, best_ralp, split_possible, ralp_requested) -> str:
+    label = STRATEGY_LABELS
+    sync_ps = predictions.get("ps")
+    versus = f" vs {_mb(sync_ps.worker_bytes)} for sync PS" if sync_ps else ""
+    if chosen.strategy == "ralp":
+        others = sorted((p for s, p in predictions.items() if s != "ralp"), key=lambda p: p.step_time_s)
+        times = " and ".join(f"{_seconds(p.step_time_s)} ({label[p.strategy]})" for p in others)
+        return (f"Split after {chosen.cut!r}: FC-on-PS moves {_mb(chosen.worker_bytes)}/worker/step{versus}; "
+                f"predicted {_seconds(chosen.step_time_s)}" + (f" vs {times}" if times else "") +
+                f". Bottleneck: {chosen.bottleneck}.")
+    best = f"{label[chosen.strategy]} is predicted fastest at {_seconds(chosen.step_time_s)} per step " \
+           f"(bottleneck: {chosen.bottleneck})."
+    if not ralp_requested:
+        return best
+    if not split_possible:
+        return f"No split possible: {profile.name} has no dense layer to place on the PS. " + best
+    return (f"Do not split: the best cut ({best_ralp.cut!r}) moves {_mb(best_ralp.worker_bytes)}/worker/step"
+            f"{versus} and is predicted at {_seconds(best_ralp.step_time_s)}; " + best)

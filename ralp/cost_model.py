@@ -1,0 +1,207 @@
+"""Predicted step time and bytes per link for sync PS, ring all-reduce and FC-on-PS.
+
+Why: the placement decision is a comparison of predicted step times, and each
+prediction must be explainable: how many bytes cross which link in which
+direction, how long each resource is busy, and which one limits the step.
+
+Byte formulas (fp32, P = P_conv + P_fc, A floats per image at the cut, B images
+per worker, W workers, S PS tasks):
+- "ps":      each worker pulls 4P and pushes 4P; each PS task sends and receives 4PW/S.
+- "horovod": each worker sends and receives 2(N-1)/N * 4P (N = W); no PS.
+- "ralp":    each worker pulls and pushes the tower (4 P_tower each way), sends 4BA
+             activations and receives 4BA activation gradients; the tower is sharded
+             over the S PS tasks, the head (and so all activation traffic) lives on
+             PS task 0, whose numbers are reported (the busiest task).
+P counts every variable, non-trainable batch-norm statistics included: under a PS
+they live on the PS and are read (pulled) and updated (pushed) every step.
+
+Timing: training costs ~3x the forward FLOPs (forward + backward). Without overlap
+a step is the sum of its phases (pull, compute, transfers, push, PS work); each
+transfer phase lasts as long as its slowest side (worker link or PS link) plus one
+latency. With ``overlap`` communication is perfectly pipelined with compute and the
+links are full duplex, so the step is the busiest resource (a lower bound).
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from bench.errors import UserError
+from ralp.hardware import Hardware
+
+STRATEGIES = ("ps", "horovod", "ralp")
+STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)"}
+TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
+BOTTLENECKS = ("worker compute", "PS compute", "PS link", "worker link")
+
+
+@dataclass
+class Prediction:
+    """One strategy's predicted step; bytes are per step, per worker or per (busiest) PS task."""
+    strategy: str
+    cut: Optional[str]
+    workers: int
+    batch_size: int
+    step_time_s: float
+    compute_s: float
+    comm_s: float
+    bottleneck: str
+    worker_tx_bytes: float
+    worker_rx_bytes: float
+    ps_tx_bytes: float
+    ps_rx_bytes: float
+    breakdown: Dict[str, float] = field(default_factory=dict)
+
+    @property
+    def worker_bytes(self) -> float:
+        """Pull + push per worker per step (the anchor table's number)."""
+        return self.worker_tx_bytes + self.worker_rx_bytes
+
+    @property
+    def images_per_s(self) -> float:
+        return self.workers * self.batch_size / self.step_time_s
+
+
+@dataclass
+class _Phase:
+    """One transfer: bytes each worker sends/receives and each PS task sends/receives."""
+    name: str
+    worker_tx: float = 0.0
+    worker_rx: float = 0.0
+    ps_tx: float = 0.0
+    ps_rx: float = 0.0
+    latency_hops: int = 1
+
+
+# ----------------------------------------------------------------------------- compression
+
+def parse_compression(compression: Optional[str]):
+    """None, 'fp16', 'int8' or 'topk:K' (0 < K <= 1) -> (kind, k)."""
+    if compression in (None, "", "none"):
+        return None, None
+    if compression in ("fp16", "int8"):
+        return compression, None
+    if isinstance(compression, str) and compression.startswith("topk:"):
+        try:
+            k = float(compression.split(":", 1)[1])
+        except ValueError:
+            k = -1.0
+        if 0 < k <= 1:
+            return "topk", k
+    raise UserError(f"compression {compression!r} not understood; use none, fp16, int8 or topk:K with 0<K<=1")
+
+
+def _gradient_bytes(values: float, compression) -> float:
+    """Bytes for a gradient of ``values`` floats: fp16 halves, int8 quarters (+ a 4-byte scale),
+    top-k sends k*values (value, index) pairs of 4+4 bytes."""
+    kind, k = compression
+    if values <= 0:
+        return 0.0
+    if kind == "fp16":
+        return 2.0 * values
+    if kind == "int8":
+        return 1.0 * values + 4
+    if kind == "topk":
+        return 8.0 * k * values
+    return 4.0 * values
+
+
+def _activation_bytes(values: float, compression) -> float:
+    """Activations and their gradients: fp16/int8 apply; top-k is for gradients only."""
+    kind, _ = compression
+    return _gradient_bytes(values, compression) if kind in ("fp16", "int8") else 4.0 * values
+
+
+# ----------------------------------------------------------------------------- model
+
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UserError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _compute_seconds(flops: float, dense_flops: float, hardware: Hardware) -> float:
+    return (flops - dense_flops) / hardware.worker_conv_flops + dense_flops / hardware.worker_dense_flops
+
+
+def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
+            cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None) -> Prediction:
+    """Predict one training step of ``profile`` under ``strategy`` (see module docstring)."""
+    _check_positive("workers", workers)
+    _check_positive("batch size", batch_size)
+    _check_positive("ps", ps)
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+    comp = parse_compression(compression)
+    W, B, S, P = workers, batch_size, ps, profile.params
+    train_full = TRAIN_FLOPS_FACTOR * B * _compute_seconds(profile.flops, profile.dense_flops, hardware)
+    phases: List[_Phase] = []
+    worker_fwd = worker_bwd = ps_compute = 0.0
+
+    if strategy == "ps":
+        cut = None
+        worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
+        push = _gradient_bytes(P, comp)
+        phases = [_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
+                  _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)]
+        ps_compute = (W + 2) * P / S / hardware.ps_flops  # sum W gradients + SGD update
+    elif strategy == "horovod":
+        cut = None
+        worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
+        if W > 1:
+            if comp[0] == "topk":  # sparse gradients cannot be summed in a ring: all-gather them
+                each_way = (W - 1) * _gradient_bytes(P, comp)
+            else:
+                each_way = 2.0 * (W - 1) / W * _gradient_bytes(P, comp)
+            phases = [_Phase("ring all-reduce", worker_tx=each_way, worker_rx=each_way,
+                             latency_hops=2 * (W - 1))]
+    else:  # ralp
+        cut = cut or profile.first_dense_cut()
+        if cut is None:
+            raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
+        p_tower, p_head, floats, f_tower, f_head = profile.split_sizes(cut)
+        head_dense = profile.head_dense_flops(cut)
+        tower_train = TRAIN_FLOPS_FACTOR * B * _compute_seconds(
+            f_tower, profile.dense_flops - head_dense, hardware)
+        worker_fwd, worker_bwd = tower_train / 3, tower_train * 2 / 3
+        acts = _activation_bytes(B * floats, comp)
+        push = _gradient_bytes(p_tower, comp)
+        phases = [_Phase("pull tower parameters", worker_rx=4.0 * p_tower, ps_tx=4.0 * p_tower * W / S),
+                  _Phase("send activations", worker_tx=acts, ps_rx=acts * W),
+                  _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W),
+                  _Phase("push tower gradients", worker_tx=push, ps_rx=push * W / S)]
+        head_train = TRAIN_FLOPS_FACTOR * W * B * f_head
+        ps_compute = (head_train + (W + 2) * p_tower / S + 2 * p_head) / hardware.ps_flops
+
+    return _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap)
+
+
+def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap):
+    worker_Bps, ps_Bps, lat = hardware.worker_bandwidth / 8, hardware.ps_bandwidth / 8, hardware.latency_s
+    breakdown = {"worker_forward_s": worker_fwd, "worker_backward_s": worker_bwd, "ps_compute_s": ps_compute}
+    comm = worker_link_busy = ps_link_busy = 0.0
+    for ph in phases:
+        worker_side = max(ph.worker_tx, ph.worker_rx) / worker_Bps
+        ps_side = max(ph.ps_tx, ph.ps_rx) / ps_Bps
+        duration = max(worker_side, ps_side) + ph.latency_hops * lat
+        breakdown[ph.name.replace(" ", "_") + "_s"] = duration
+        comm += duration
+        worker_link_busy += worker_side
+        ps_link_busy += ps_side
+    totals = {key: sum(getattr(ph, key) for ph in phases) for key in ("worker_tx", "worker_rx", "ps_tx", "ps_rx")}
+    worker_compute = worker_fwd + worker_bwd
+    if overlap and phases:
+        # Full duplex, perfectly pipelined: each direction of each link is its own resource.
+        latency = sum(ph.latency_hops for ph in phases) * lat
+        worker_link_busy = max(totals["worker_tx"], totals["worker_rx"]) / worker_Bps
+        ps_link_busy = max(totals["ps_tx"], totals["ps_rx"]) / ps_Bps
+        comm = max(worker_link_busy, ps_link_busy) + latency
+        step = max(worker_compute, ps_compute, comm)
+    else:
+        step = worker_compute + ps_compute + comm
+    busy = {"worker compute": worker_compute, "PS compute": ps_compute,
+            "PS link": ps_link_busy, "worker link": worker_link_busy}
+    bottleneck = max(BOTTLENECKS, key=lambda name: busy[name])
+    breakdown.update({"worker_link_busy_s": worker_link_busy, "ps_link_busy_s": ps_link_busy})
+    return Prediction(
+        strategy=strategy, cut=cut, workers=W, batch_size=B, step_time_s=step,
+        compute_s=worker_compute + ps_compute, comm_s=comm, bottleneck=bottleneck,
+        worker_tx_bytes=totals["worker_tx"], worker_rx_bytes=totals["worker_rx"],
+        ps_tx_bytes=totals["ps_tx"], ps_rx_bytes=totals["ps_rx"], breakdown=breakdown)

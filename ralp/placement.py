@@ -1,0 +1,68 @@
+"""The RALP strategy: conv tower on the workers, FC head on the parameter server.
+
+Given the analyzer's cut, the model is split into a tower (layers up to the
+cut) and a head. Tower variables live on the PS as in sync PS (workers pull
+them and push their gradients: 8·P_conv bytes per worker per step); head
+variables live on PS task 0, which runs the head once over the activations of
+all W workers. Workers send B·A activation floats up and receive B·A
+activation-gradient floats back, instead of the head's parameters.
+
+With synchronous SGD the update equals the one sync PS computes: the head
+sees the same W·B images in one batch, and the mean loss over W·B images
+back-propagates exactly the averaged gradient to each tower replica.
+"""
+import tensorflow as tf
+
+from baselines.ps import InGraphStrategy
+from bench.strategy import loss_fn
+from ralp.cut import split_model
+
+
+class LayerPlacement(InGraphStrategy):
+    name = "ralp"
+
+    def setup(self):
+        self.place_data()
+        self.build_model()
+        cut = self.ctx.cut
+        self.tower, self.head = split_model(self.model, cut)
+        tower_vars = self.tower.trainable_variables
+        head_vars = self.head.trainable_variables
+        order = {id(v): i for i, v in enumerate(self.model.trainable_variables)}
+        workers, ps0 = self.ctx.worker_devices, self.ctx.ps_devices[0]
+
+        @tf.function
+        def step(indices):
+            tapes, activations, labels = [], [], []
+            for w, device in enumerate(workers):
+                with tf.device(device):
+                    x, y = self.worker_batch(w, indices)
+                    with tf.GradientTape() as tape:
+                        activations.append(self.tower(x, training=True))
+                    tapes.append(tape)
+                    labels.append(y)
+            with tf.device(ps0):
+                joined = tf.concat(activations, axis=0)
+                with tf.GradientTape() as head_tape:
+                    head_tape.watch(joined)
+                    loss = loss_fn(tf.concat(labels, axis=0), self.head(joined, training=True))
+                head_grads, joined_grad = head_tape.gradient(loss, [head_vars, joined])
+                per_worker_grad = tf.split(joined_grad, len(workers), axis=0)
+            tower_grads = []
+            for w, device in enumerate(workers):
+                with tf.device(device):
+                    tower_grads.append(tapes[w].gradient(activations[w], tower_vars,
+                                                         output_gradients=per_worker_grad[w]))
+            summed = []
+            for v, grads in zip(tower_vars, zip(*tower_grads)):
+                with tf.device(v.device):
+                    summed.append(tf.add_n(list(grads)))  # the mean over W·B is already in joined_grad
+            pairs = sorted(zip(tower_vars + head_vars, summed + list(head_grads)), key=lambda p: order[id(p[0])])
+            self.optimizer.apply([g for _, g in pairs])
+            return loss
+
+        self._step = step
+        self.setup_eval()
+
+    def describe(self):
+        return {"plan": "ralp", "cut_layer": self.ctx.cut}

@@ -1,0 +1,214 @@
+"""Report tables, plots, HTML and compare, on two small hand-written runs.
+
+The numbers below are made up to exercise the report code (round values whose speedups and
+ratios are easy to check by hand); they are not measurements.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from bench import report
+from bench.results import ResultStore, new_row
+
+REPO = Path(__file__).resolve().parent.parent
+RUN_A, RUN_B = "20261202T100000Z-aaaaaa", "20261202T110000Z-bbbbbb"
+# model, workers, strategy, images/sec in A, in B (None: row absent; "fail": failed row)
+TABLE = [
+    ("alexnet", 2, "ps", 100, 100),
+    ("alexnet", 2, "horovod", 150, 150),
+    ("alexnet", 2, "ralp", 600, 1200),   # 2x faster in B
+    ("alexnet", 2, "auto", 590, 590),
+    ("alexnet", 4, "ps", 180, 189),      # +5%: unchanged at a 10% threshold
+    ("alexnet", 4, "horovod", 300, 150),  # half: slower
+    ("alexnet", 4, "ralp", 1100, 1100),
+    ("vgg16", 2, "ps", "fail", "fail"),
+    ("vgg16", 2, "horovod", 40, 40),
+    ("vgg16", 2, "ralp", 160, 160),
+    ("resnet50", 2, "ps", 50, None),     # only in A
+    ("vgg16", 4, "ralp", None, 300),     # only in B
+]
+# worker bytes per step (measured, predicted): +20% and +5% errors
+BYTES = {("alexnet", 2, "ralp"): (1.2e8, 1.0e8), ("alexnet", 4, "ralp"): (1.05e8, 1.0e8),
+         ("alexnet", 2, "ps"): (4.888e8, 4.888e8)}
+
+
+def _rows(which, with_accuracy=False):
+    rows = []
+    for model, workers, strategy, rate_a, rate_b in TABLE:
+        rate = rate_a if which == "A" else rate_b
+        if rate is None:
+            continue
+        fields = dict(run_id=None, started_at="2026-12-02T10:00:00Z" if which == "A"
+                      else "2026-12-02T11:00:00Z", model=model, workers=workers, batch_size=32,
+                      strategy=strategy, cluster_mode="emulated", link_bps=1e9, status="ok",
+                      git_commit="a" * 40 if which == "A" else "b" * 40)
+        if rate == "fail":
+            fields.update(status="failed", failure="rank 1 died: out of memory | see log")
+        else:
+            fields["images_per_sec"] = float(rate)
+        if strategy == "auto":
+            fields["plan"] = "ralp"
+        measured, predicted = BYTES.get((model, workers, strategy), (None, None))
+        fields.update(bytes_worker_measured=measured, bytes_worker_predicted=predicted)
+        if measured:
+            fields.update(step_time_median_s=1.0, predicted_step_time_s=0.8)
+        if with_accuracy and model == "alexnet":
+            fields.update(accuracy=0.91, target_accuracy=0.9, time_to_accuracy_s=120.0,
+                          steps_to_accuracy=1500)
+        rows.append(new_row(**fields))
+    return rows
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    store.write_run(_rows("A"), RUN_A)
+    store.write_run(_rows("B", with_accuracy=True), RUN_B)
+    return store
+
+
+def _table(markdown, title):
+    """Rows of the Markdown table under '## title', as lists of cells."""
+    lines = markdown.split(f"## {title}\n", 1)[1].strip().splitlines()
+    body = []
+    for line in lines[2:]:
+        if not line.startswith("|"):
+            break
+        body.append([c.strip() for c in line.strip("|").split(" | ")])
+    return body
+
+
+def _row(table, *first_cells):
+    (match,) = [r for r in table if r[: len(first_cells)] == [str(c) for c in first_cells]]
+    return match
+
+
+def test_report_tables_speedups_flags_and_failures(store, tmp_path):
+    df = store.load([RUN_B], quiet=True)
+    text = report.write_report(df, tmp_path / "out")
+    throughput = _table(text, "Throughput and speedup")
+    header = text.split("## Throughput and speedup\n\n", 1)[1].splitlines()[0]
+    assert header == "| model | workers | ps | horovod | ralp | auto |"
+    # 1200 / 100 = 12, 1200 / 150 = 8; 100 / 150 = 0.67
+    assert _row(throughput, "alexnet", 2) == [
+        "alexnet", "2", "100.0 (0.67× horovod)", "150.0 (1.50× ps)",
+        "1,200 (12.00× ps, 8.00× horovod)", "590.0 [ran ralp] (5.90× ps, 3.93× horovod)"]
+    vgg = _row(throughput, "vgg16", 2)
+    assert vgg[2] == "failed: rank 1 died: out of memory \\| see log"
+    assert vgg[4] == "160.0 (4.00× horovod)"  # no ps baseline: it failed
+    assert _row(throughput, "vgg16", 4)[2:] == ["—", "—", "300.0", "—"]
+
+    predictions = _table(text, "Measured against predicted")
+    # columns: model, workers, strategy, bytes measured/predicted/error, step time m/p/error
+    assert _row(predictions, "alexnet", 2, "ralp")[3:] == [
+        "120.0 MB", "100.0 MB", "+20% ⚠", "1 s", "0.8 s", "+25% ⚠"]
+    assert _row(predictions, "alexnet", 4, "ralp")[5] == "+5%"
+    assert _row(predictions, "alexnet", 2, "ps")[3:6] == ["488.8 MB", "488.8 MB", "+0%"]
+
+    accuracy = _table(text, "Accuracy")
+    assert _row(accuracy, "alexnet", 2)[4] == "acc 0.910 · 120 s to 0.9, 1,500 steps"
+    assert _row(_table(text, "Failures"), "vgg16", 2)[3] == "rank 1 died: out of memory \\| see log"
+    assert "## Accuracy" not in report.write_report(store.load([RUN_A], quiet=True), tmp_path / "a")
+
+
+def test_report_writes_markdown_html_and_readable_pngs(store, tmp_path):
+    out = tmp_path / "out"
+    text = report.write_report(store.load(quiet=True), out)
+    assert (out / "report.md").read_text(encoding="utf-8") == text
+    page = (out / "index.html").read_text(encoding="utf-8")
+    for name in report.PLOT_FILES:
+        png = out / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        height, width = imread(png).shape[:2]
+        assert width >= 600 and height >= 300, name
+        assert f'src="{name}"' in page and f"({name})" in text
+    assert '<td class="warn">+20% ⚠</td>' in page
+    assert "rank 1 died: out of memory | see log" in page  # HTML needs no pipe escaping
+    assert text.count(RUN_A) >= 2 and text.count(RUN_B) >= 2  # both runs: run_id is a key
+    # a figure with nothing to draw is not left behind from an earlier report
+    no_bytes = store.load([RUN_A], quiet=True).assign(
+        bytes_worker_measured=None, bytes_worker_predicted=None,
+        step_time_median_s=None, predicted_step_time_s=None)
+    report.write_report(no_bytes, out)
+    assert not (out / "bytes_per_step.png").exists()
+    assert not (out / "predicted_vs_measured.png").exists()
+    assert (out / "throughput.png").exists()
+
+
+def test_varying_configuration_becomes_a_column(tmp_path):
+    rows = [new_row(model="alexnet", workers=2, strategy=s, compression=c, images_per_sec=r,
+                    batch_size=128 if s == "ps" else 64, run_id="r1", status="ok")
+            for s, c, r in [("ps", "none", 100), ("ps", "fp16", 160), ("ralp", "none", 400)]]
+    df = pd.DataFrame(rows)
+    assert report.config_keys(df) == ["compression"]  # batch size only follows the strategy
+    text = report.write_report(df, tmp_path)
+    table = _table(text, "Throughput and speedup")
+    assert _row(table, "alexnet", 2, "fp16")[3:] == ["160.0", "—"]
+    assert _row(table, "alexnet", 2, "none")[3:] == ["100.0", "400.0 (4.00× ps)"]
+
+
+def test_compare_marks_faster_slower_unchanged_and_one_sided_rows(store):
+    a, b = store.load([RUN_A], quiet=True), store.load([RUN_B], quiet=True)
+    result, counts = report.compare(a, b, threshold=0.10)
+    text = report.to_markdown(result)
+    table = _table(text, "images/sec: A → B")
+    assert _row(table, "alexnet", 2, "ralp")[3:] == ["600.0", "1,200", "2.00", "faster"]
+    assert _row(table, "alexnet", 4, "horovod")[3:] == ["300.0", "150.0", "0.50", "slower"]
+    assert _row(table, "alexnet", 4, "ps")[3:] == ["180.0", "189.0", "1.05", "unchanged"]
+    assert _row(table, "vgg16", 2, "ps")[6] == "failed in both"
+    assert _row(_table(text, "Only in A"), "resnet50", 2, "ps")
+    assert _row(_table(text, "Only in B"), "vgg16", 4, "ralp")
+    assert counts == {"faster": 1, "slower": 1, "unchanged": 7, "failed": 1}
+    assert "git_commit: " + "a" * 40 + " → " + "b" * 40 in text
+    tight, _ = report.compare(a, b, threshold=0.01)
+    assert _row(_table(report.to_markdown(tight), "images/sec: A → B"), "alexnet", 4, "ps")[6] == "faster"
+
+
+def _cli(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "bench.cli", "report", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_on_empty_store_exits_2_with_one_line(tmp_path):
+    for results in (tmp_path / "missing", tmp_path):
+        proc = _cli("--results", str(results))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stdout == ""
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "no results yet" in proc.stderr and "ralp-bench run" in proc.stderr
+
+
+def test_cli_report_and_compare(store, tmp_path):
+    root = str(store.root)
+    proc = _cli("--results", root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("# ralp-bench report") and RUN_B in proc.stdout
+    assert RUN_A not in proc.stdout  # default: the latest run only
+    assert (store.root / "report" / "index.html").exists()
+
+    out = tmp_path / "cmp"
+    proc = _cli("--results", root, "--compare", RUN_A[:12], "latest", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "| alexnet | 2 | ralp | 600.0 | 1,200 | 2.00 | faster |" in proc.stdout
+    assert (out / "compare.md").read_text(encoding="utf-8").strip() == proc.stdout.strip()
+
+    proc = _cli("--results", root, "--run", "nope")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "no run 'nope'" in proc.stderr
+
+
+def test_cli_reads_an_old_schema_file(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "proto.csv").write_text("model,strategy,workers,img_per_sec\nalexnet,ps,2,250\n"
+                                    "alexnet,ralp,2,1000\n")
+    proc = _cli("--results", str(tmp_path), "--all")
+    assert proc.returncode == 0, proc.stderr
+    assert "| alexnet | 2 | 250.0 | 1,000 (4.00× ps) |" in proc.stdout
+    assert "older schema" in proc.stdout
