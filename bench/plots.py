@@ -69,7 +69,8 @@ def _wide_spread(values, factor=10.0):
 
 def throughput_plot(summary, extra_keys, path):
     """images/sec against workers: one panel per model, one line per strategy (and variant)."""
-    ok = summary[(summary["status"] == "ok") & summary["images_per_sec"].notna()]
+    ok = summary[(summary["status"] == "ok") & summary["images_per_sec"].notna()
+                 & summary["workers"].notna()]
     if ok.empty:
         return None
     models = list(dict.fromkeys(ok["model"]))
@@ -119,7 +120,8 @@ def bytes_plot(summary, extra_keys, path):
     """
     columns = ["bytes_worker_measured", "bytes_worker_predicted",
                "bytes_ps_measured", "bytes_ps_predicted"]
-    has_bytes = summary[columns].notna().any(axis=1) & (summary["status"] == "ok")
+    has_bytes = (summary[columns].notna().any(axis=1) & (summary["status"] == "ok")
+                 & summary["workers"].notna())
     data = summary[has_bytes]
     if data.empty:
         return None

@@ -42,6 +42,10 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
 
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
+    from bench.trainer import Watchdog
+
+    watchdog = Watchdog(comm, cfg.step_timeout)
+    watchdog.arm("start-up (plan, rendezvous, TF servers)", timeout_s=max(300.0, cfg.step_timeout))
     roles = [role_of(r, world, cfg.workers, cfg.ps) for r in range(world)]
     role = roles[rank]
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
@@ -60,19 +64,22 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(inter)
 
     if not cls.uses_tf_cluster:
+        watchdog.disarm()
         if role.job != "worker":
             follow_until_stopped(comm, info)  # e.g. an auto run that picked Horovod
             _finish()
-        return _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards)
+        return _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards, watchdog)
 
     if role.job != "chief":
         _select_gpu(role)
         server = start_server(info, role, intra, inter)
         polite_allgather(comm, "up")
+        watchdog.disarm()
         follow_until_stopped(comm, info)
         del server
         _finish()
     polite_allgather(comm, "up")
+    watchdog.disarm()
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(info.spec), task_type="chief", task_id=0, rpc_layer="grpc")
     if strategy_name != "ps-async":  # PSS connects by itself
@@ -82,14 +89,14 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
                           worker_devices=[device_for("worker", i) for i in range(cfg.workers)],
                           ps_devices=[device_for("ps", i) for i in range(cfg.ps)],
                           cut=plan["cut"], extra={"resolver": resolver})
-    result = _train_and_report(comm, cfg, cls(ctx), meter, plan, leader=True)
+    result = _train_and_report(comm, cfg, cls(ctx), meter, plan, True, watchdog)
     result["ps_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job in ("chief", "ps")})
     result["worker_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job == "worker"})
     _write(cfg, result)
     _finish()
 
 
-def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards):
+def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards, watchdog):
     import horovod.tensorflow as hvd
 
     worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
@@ -97,7 +104,7 @@ def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards):
     _select_gpu(None, local_rank=hvd.local_rank())
     ctx = StrategyContext(cfg, load_shards(cfg))
     leader = hvd.rank() == 0
-    result = _train_and_report(comm, cfg, strategy_class("horovod")(ctx), meter, plan, leader=leader)
+    result = _train_and_report(comm, cfg, strategy_class("horovod")(ctx), meter, plan, leader, watchdog)
     result["ps_hosts"] = []
     result["worker_hosts"] = sorted({info.addresses[r] for r in worker_ranks})
     if leader:
@@ -106,11 +113,11 @@ def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards):
     _finish()
 
 
-def _train_and_report(comm, cfg, strategy, meter, plan, leader):
-    from bench.trainer import Watchdog, train
+def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog):
+    from bench.trainer import train
 
     started = time.time()
-    result = train(strategy, cfg, meter, Watchdog(comm, cfg.step_timeout), leader)
+    result = train(strategy, cfg, meter, watchdog, leader)
     result.update(strategy_requested=cfg.strategy, plan_reason=plan.get("reason"), started_unix=started,
                   world=comm.Get_size())
     if cfg.dump_weights and leader:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import plots
-from bench.results import SCHEMA_VERSION, VERSION_COLUMN
+from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
 
 STRATEGY_ORDER = ("ps", "ps-async", "horovod", "ralp", "auto")
 # Shown as table columns only when they take more than one value in the rows reported.
@@ -67,6 +67,7 @@ def config_keys(df, include_run=True):
 
 def summarize(df, keys):
     """One row per (model, workers, keys..., strategy); repeats reduced to medians of ok rows."""
+    df = df.fillna({"model": "unknown", "strategy": "unknown"})
     group_cols = ["model", "workers", *keys, "strategy"]
     records = []
     for values, rows in df.groupby(group_cols, dropna=False, sort=False):
@@ -299,7 +300,11 @@ def run_lines(df):
 
 
 def build_report(df, title="ralp-bench report"):
-    """The report for the given rows (one or more runs) as tables ready to render."""
+    """The report for the given rows (one or more runs) as tables ready to render.
+
+    ``df`` may be a store frame or a plain DataFrame of ``new_row`` dicts (fresh rows of a run).
+    """
+    df = coerce_frame(df)
     keys = config_keys(df)
     summary = summarize(df, keys)
     intro = [f"{df['run_id'].nunique()} run(s), {len(df)} rows:"] + run_lines(df)
@@ -344,6 +349,7 @@ def write_report(df, out_dir, title="ralp-bench report"):
 
 def compare(df_a, df_b, threshold=0.10, label_a="A", label_b="B"):
     """asv-compare-like table of images/sec in A and B with faster/slower marks."""
+    df_a, df_b = coerce_frame(df_a), coerce_frame(df_b)
     keys = config_keys(pd.concat([df_a, df_b], ignore_index=True), include_run=False)
     cols = ["model", "workers", *keys, "strategy"]
     sa, sb = summarize(df_a, keys), summarize(df_b, keys)

@@ -26,11 +26,16 @@ LOOPBACK = "127.0.0.1"
 
 
 def polite_allgather(comm, obj, poll_s: float = 0.005):
-    """allgather that sleeps instead of spinning while other ranks catch up."""
+    """allgather that sleeps instead of spinning while other ranks catch up.
+
+    ``obj`` may be a callable: it is evaluated only once every rank has
+    arrived, so a NIC counter read inside it is taken at the same moment on
+    every host (a waiting rank must not read its counters early).
+    """
     request = comm.Ibarrier()
     while not request.Test():
         time.sleep(poll_s)
-    return comm.allgather(obj)
+    return comm.allgather(obj() if callable(obj) else obj)
 
 
 def _ipv4_interfaces() -> List[tuple]:
@@ -169,7 +174,7 @@ class TrafficMeter:
         self.comm, self.info = comm, info
 
     def sample(self, command: str = "sample") -> Dict[str, tuple]:
-        replies = polite_allgather(self.comm, (command, read_nic(self.info)))
+        replies = polite_allgather(self.comm, lambda: (command, read_nic(self.info)))
         return _by_host(replies)
 
     @staticmethod
@@ -188,6 +193,6 @@ def _by_host(replies) -> Dict[str, tuple]:
 def follow_until_stopped(comm, info: ClusterInfo):
     """Serving ranks: answer every sample round until some rank says 'stop'."""
     while True:
-        replies = polite_allgather(comm, ("follow", read_nic(info)), poll_s=0.02)
+        replies = polite_allgather(comm, lambda: ("follow", read_nic(info)), poll_s=0.02)
         if any(cmd == "stop" for cmd, _ in replies):
             return

@@ -90,7 +90,8 @@ def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, har
     if best_ralp is not None:
         predictions["ralp"] = best_ralp
 
-    unsplit = min((p for s, p in predictions.items() if s != "ralp"), key=lambda p: (p.step_time_s, p.worker_bytes), default=None)
+    unsplit = min((p for s, p in predictions.items() if s != "ralp"),
+                  key=lambda p: (p.step_time_s, p.worker_bytes), default=None)  # ties: fewer bytes
     if best_ralp is not None and (unsplit is None or
                                   best_ralp.step_time_s < unsplit.step_time_s * (1 - MIN_SPLIT_GAIN)):
         chosen = best_ralp

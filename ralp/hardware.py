@@ -14,7 +14,7 @@ import os
 import platform
 import re
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 
@@ -56,9 +56,10 @@ PRESETS = {
 }
 PRESET_NAMES = list(PRESETS) + ["local"]
 
-_BANDWIDTH_RE = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(bit/s|bits/s|bits|bit|bps|b/s|b)?\s*$")
+_NUMBER = r"(-?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
+_BANDWIDTH_RE = re.compile(r"^\s*" + _NUMBER + r"\s*([kmgt]?)(bit/s|bits/s|bits|bit|bps|b/s|b)?\s*$")
 _SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_LATENCY_RE = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(ns|us|µs|ms|s)?\s*$")
+_LATENCY_RE = re.compile(r"^\s*" + _NUMBER + r"\s*(ns|us|µs|ms|s)?\s*$")
 _LATENCY_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}
 
 
@@ -69,7 +70,8 @@ def parse_bandwidth(text) -> float:
     else:
         match = _BANDWIDTH_RE.match(str(text).lower())
         if not match:
-            raise UserError(f"bandwidth {text!r} not understood; use e.g. 10gbit, 100mbit, 1.5Gbit, 400gbps or 1e9 (bit/s)")
+            raise UserError(f"bandwidth {text!r} not understood; "
+                            "use e.g. 10gbit, 100mbit, 1.5Gbit, 400gbps or 1e9 (bit/s)")
         value = float(match.group(1)) * _SCALE[match.group(2)]
     if not value > 0:
         raise UserError(f"bandwidth must be positive, got {text!r}")
@@ -196,10 +198,6 @@ def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None,
     if latency is not None:
         changes["latency_s"] = parse_latency(latency)
     return replace(hardware, **changes) if changes else hardware
-
-
-def hardware_dict(hardware: Hardware) -> dict:
-    return asdict(hardware)
 
 
 def format_bandwidth(bits_per_s: float) -> str:

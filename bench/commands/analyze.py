@@ -170,7 +170,8 @@ def _plot(profile, settings, path):
     for name, times in series.items():
         color, line = styles[name]
         ax.plot(PLOT_WORKERS[:len(times)], times, line, color=color, linewidth=2, label=STRATEGY_LABELS[name])
-    ax.axvline(settings["workers"], color="grey", linewidth=1, alpha=0.6)
+    ax.axvline(settings["workers"], color="grey", linewidth=1, alpha=0.6,
+               label=f"requested: {settings['workers']} workers")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks([1, 2, 4, 8, 16, 32, 64])
