@@ -1,0 +1,120 @@
+"""Distributed runs on this machine (loopback, real mpirun + TF servers + Horovod).
+
+Correctness, not speed: with the same seed and data, sync PS, Horovod and RALP
+at 2 workers must end at the parameters that single-process SGD on the global
+batch reaches; a worker that dies must end the run with an error naming it.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bench.config import RunConfig
+from bench.harness import run_one
+from bench.launch.local import LocalLauncher
+from tests.conftest import ROOT
+
+MODEL, STEPS, WARMUP, BATCH, LR = "lenet_mnist", 3, 1, 16, 0.05
+
+
+def reference_weights(steps):
+    """Single-process momentum SGD over the global batch each step (2 workers x BATCH)."""
+    import tensorflow as tf
+
+    from bench.data import global_batch, load_dataset
+    from bench.models import get_model
+    from bench.optim import MomentumSGD
+    from bench.strategy import loss_fn
+
+    data = load_dataset("mnist", seed=0, input_shape=(28, 28, 1), num_classes=10)
+    model = get_model(MODEL, seed=0)
+    opt = MomentumSGD(model.trainable_variables, LR, 0.9)
+    for step in range(steps):
+        x, y = global_batch(step, data.train_x, data.train_y, BATCH, 2, 0)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(tf.constant(y.astype(np.int32)), model(x, training=True))
+        opt.apply(tape.gradient(loss, model.trainable_variables))
+    return [v.numpy() for v in model.trainable_variables]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return reference_weights(WARMUP + STEPS)
+
+
+@pytest.mark.parametrize("strategy", ["ps", "horovod", "ralp"])
+def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
+    dump = str(tmp_path / "weights.npz")
+    cfg = RunConfig(model=MODEL, strategy=strategy, workers=2, batch_size=BATCH, steps=STEPS,
+                    warmup_steps=WARMUP, learning_rate=LR, dataset="mnist", dump_weights=dump).validate()
+    row = run_one(cfg, LocalLauncher())
+    assert row["status"] == "ok", row["failure"]
+    got = np.load(dump)
+    weights = [got[f"arr_{i}"] for i in range(len(got.files))]
+    assert len(weights) == len(reference)
+    for ours, ref in zip(weights, reference):
+        assert ours.shape == ref.shape
+        rel = np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-12)
+        assert rel <= 1e-4, f"{strategy}: relative difference {rel:.2e}"
+    # and training moved the weights at all (the comparison is not vacuous)
+    from bench.models import get_model
+    initial = [v.numpy() for v in get_model(MODEL, seed=0).trainable_variables]
+    assert max(np.abs(w - i).max() for w, i in zip(weights, initial)) > 1e-3
+    if strategy == "ralp":
+        assert row["cut_layer"] == "flatten"
+
+
+def _rank_pids(rank):
+    """PIDs of bench.run processes whose Open MPI rank is ``rank``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"bench.run" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if env.get(b"OMPI_COMM_WORLD_RANK") == str(rank).encode():
+            found.append(int(pid))
+    return found
+
+
+def _leftovers():
+    out = subprocess.run(["pgrep", "-f", "bench.run|orted|mpirun"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split() if int(p) != os.getpid()]
+
+
+def test_killed_worker_ends_run_with_named_rank(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--cluster", "local", "--model", MODEL,
+                             "--strategy", "ps", "--workers", "2", "--batch-size", "8", "--steps", "100000",
+                             "--step-timeout", "60", "--quiet", "--results", str(tmp_path / "results")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        victim, deadline = [], time.monotonic() + 240
+        while not victim and time.monotonic() < deadline:
+            time.sleep(2)
+            victim = _rank_pids(3)  # rank 3 = worker 1 (chief, ps, worker 0, worker 1)
+        assert victim, "worker rank never started"
+        time.sleep(25)  # let training get going
+        os.kill(victim[0], signal.SIGKILL)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    assert "rank 3 (worker 1) died (SIGKILL)" in err
+    assert "Traceback" not in err
+    time.sleep(1)
+    assert _leftovers() == []
+    # the failure is recorded as a row, not dropped
+    from bench.results import ResultStore
+    df = ResultStore(str(tmp_path / "results")).load()
+    assert list(df["status"]) == ["failed"] and "worker 1" in df["failure"].iloc[0]
