@@ -86,6 +86,13 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
             "failure": None}
 
 
+def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = None) -> Dict:
+    """A configuration that could not run is recorded, not dropped."""
+    from bench.results import new_row
+
+    return new_row(**(cluster_fields or {}), **_config_fields(cfg), status="failed", failure=reason)
+
+
 def _config_fields(cfg: RunConfig) -> Dict:
     return {"model": cfg.model, "dataset": cfg.dataset, "batch_size": cfg.batch_size,
             "global_batch": cfg.global_batch, "workers": cfg.workers, "ps": cfg.ps, "strategy": cfg.strategy,

@@ -23,6 +23,11 @@ from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, po
                               start_server, thread_counts)
 
 
+def phase(rank: int, what: str):
+    """Tell the launcher where this rank is; a hung run's error then names the stuck phase."""
+    print(f"RALP-PHASE {rank} {what}", flush=True)
+
+
 def _ranks_on_my_host(info) -> int:
     me = info.addresses[info.rank]
     return sum(1 for a in info.addresses if a == me)
@@ -48,13 +53,16 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     watchdog.arm("start-up (plan, rendezvous, TF servers)", timeout_s=max(300.0, cfg.step_timeout))
     roles = [role_of(r, world, cfg.workers, cfg.ps) for r in range(world)]
     role = roles[rank]
+    phase(rank, "planning")
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
     strategy_name = plan["strategy"]
     cls = strategy_class(strategy_name)
     if cls.uses_tf_cluster and all(r.job == "worker" for r in roles):
         raise UserError(f"{strategy_name} needs 1 chief + {cfg.ps} ps + {cfg.workers} worker ranks "
                         f"(mpirun -np {1 + cfg.ps + cfg.workers}); got {world}")
+    phase(rank, "rendezvous")
     info = rendezvous(comm, roles, cfg.network)
+    phase(rank, "importing TensorFlow")
     meter = TrafficMeter(comm, info)
     intra, inter = thread_counts(cfg.intra_threads, cfg.inter_threads, _ranks_on_my_host(info))
 
@@ -72,19 +80,25 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
 
     if role.job != "chief":
         _select_gpu(role)
+        phase(rank, "starting TF server")
         server = start_server(info, role, intra, inter)
+        phase(rank, "TF server up, waiting for all servers")
         polite_allgather(comm, "up")
+        phase(rank, "serving")
         watchdog.disarm()
         follow_until_stopped(comm, info)
         del server
         _finish()
+    phase(rank, "waiting for all TF servers")
     polite_allgather(comm, "up")
     watchdog.disarm()
+    phase(rank, "connecting to the cluster")
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(info.spec), task_type="chief", task_id=0, rpc_layer="grpc")
     if strategy_name != "ps-async":  # PSS connects by itself
         tf.config.experimental_connect_to_cluster(resolver, job_name="chief", task_index=0,
                                                   make_master_device_default=False)
+    phase(rank, "training")
     ctx = StrategyContext(cfg, load_shards(cfg),
                           worker_devices=[device_for("worker", i) for i in range(cfg.workers)],
                           ps_devices=[device_for("ps", i) for i in range(cfg.ps)],
@@ -100,7 +114,9 @@ def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards, watchdog):
     import horovod.tensorflow as hvd
 
     worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
+    phase(comm.Get_rank(), "horovod init")
     hvd.init(comm=worker_ranks if len(worker_ranks) != comm.Get_size() else None)
+    phase(comm.Get_rank(), "training")
     _select_gpu(None, local_rank=hvd.local_rank())
     ctx = StrategyContext(cfg, load_shards(cfg))
     leader = hvd.rank() == 0

@@ -84,10 +84,12 @@ def choose_addresses(gathered: List[dict], network: Optional[str]) -> List[str]:
     return chosen
 
 
-def free_port(address: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((address, 0))
-        return s.getsockname()[1]
+def reserve_port(address: str) -> socket.socket:
+    """A socket bound to a free port; keep it open until every rank has picked
+    its port, so two ranks on one host can never pick the same one."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((address, 0))
+    return s
 
 
 @dataclass
@@ -110,8 +112,10 @@ def rendezvous(comm, role_by_rank: List[Role], network: Optional[str]) -> Cluste
     gathered = polite_allgather(comm, me)
     addresses = choose_addresses(gathered, network)
     rank = comm.Get_rank()
-    port = free_port(addresses[rank])
-    endpoints = polite_allgather(comm, f"{addresses[rank]}:{port}")
+    reserved = reserve_port(addresses[rank])
+    endpoints = polite_allgather(comm, f"{addresses[rank]}:{reserved.getsockname()[1]}")
+    polite_allgather(comm, None)  # everyone has its port; now let go of them
+    reserved.close()
     spec: Dict[str, List[str]] = {}
     for r, role in enumerate(role_by_rank):
         spec.setdefault(role.job, []).append(endpoints[r])

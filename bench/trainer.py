@@ -28,7 +28,8 @@ class Watchdog:
         threading.Thread(target=self._watch, daemon=True).start()
 
     def arm(self, what: str, timeout_s: Optional[float] = None):
-        self.what, self.deadline = what, time.monotonic() + (timeout_s or self.timeout_s)
+        self.limit_s = timeout_s or self.timeout_s
+        self.what, self.deadline = what, time.monotonic() + self.limit_s
 
     def disarm(self):
         self.deadline = None
@@ -37,7 +38,7 @@ class Watchdog:
         while True:
             time.sleep(0.5)
             if self.deadline is not None and time.monotonic() > self.deadline:
-                print(f"ralp-bench: error: {self.what} exceeded --step-timeout {self.timeout_s:g}s; "
+                print(f"ralp-bench: error: {self.what} exceeded its {self.limit_s:g}s limit; "
                       f"a rank is hung or too slow (raise --step-timeout)", file=sys.stderr, flush=True)
                 self.comm.Abort(5)
 

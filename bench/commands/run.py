@@ -93,11 +93,13 @@ def run(args):
             rows = run_many(configs, launcher, progress=progress, echo=args.verbose)
     finally:
         progress.close()
-    return publish(rows, args)
+    return publish(rows, args)[0]
 
 
-def publish(rows, args) -> int:
-    """Store the rows (unless --no-store), print the report for them; non-zero if any failed."""
+def publish(rows, args):
+    """Store the rows (unless --no-store), print the report for them.
+
+    Returns (exit code: 3 if any configuration failed, run id, the stored rows)."""
     import pandas as pd
 
     from bench.report import build_report, to_markdown
@@ -113,4 +115,4 @@ def publish(rows, args) -> int:
     for r in failed:
         print(f"ralp-bench: error: {r['model']} {r['strategy']} x{r['workers']} failed: {r['failure']}",
               file=sys.stderr)
-    return 3 if failed else 0
+    return (3 if failed else 0), run_id, rows

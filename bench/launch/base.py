@@ -119,7 +119,8 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
     proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True, bufsize=1)
     lines: deque = deque(maxlen=400)
-    reader = threading.Thread(target=_pump, args=(proc, lines, on_progress, echo), daemon=True)
+    phases: Dict[int, str] = {}
+    reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo), daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout_s
     try:
@@ -128,7 +129,7 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
                 _kill_group(proc)
                 reader.join(5)
                 raise RunFailed(f"run exceeded its {timeout_s:.0f}s deadline and was stopped; "
-                                f"{diagnose(''.join(lines), world, workers, ps)}")
+                                f"{diagnose(''.join(lines), world, workers, ps)}{_where(phases, world, workers, ps)}")
             time.sleep(0.1)
     except KeyboardInterrupt:
         _kill_group(proc)
@@ -138,12 +139,25 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
     reader.join(5)
     output = "".join(lines)
     if proc.returncode != 0:
-        raise RunFailed(diagnose(output, world, workers, ps))
+        where = _where(phases, world, workers, ps) if "exceeded" in output else ""
+        raise RunFailed(diagnose(output, world, workers, ps) + where)
     return output
 
 
-def _pump(proc, lines, on_progress, echo):
+def _where(phases: Dict[int, str], world: int, workers: int, ps: int) -> str:
+    """'; last phase: rank 0 (chief 0) waiting for all TF servers, ...' for a hung run."""
+    if not phases:
+        return ""
+    return "; last phase: " + ", ".join(f"{describe_rank(r, world, workers, ps)} {phases[r]}"
+                                         for r in sorted(phases))
+
+
+def _pump(proc, lines, phases, on_progress, echo):
     for line in proc.stdout:
+        if line.startswith("RALP-PHASE "):
+            _, rank, what = line.rstrip("\n").split(" ", 2)
+            phases[int(rank)] = what
+            continue
         if line.startswith("RALP-PROGRESS "):
             if on_progress:
                 done, total = map(int, line.split()[1:3])

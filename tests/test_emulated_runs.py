@@ -1,0 +1,110 @@
+"""Runs on the emulated cluster: bytes on the wire, and nothing left behind.
+
+Needs root and network namespaces (skipped with the reason otherwise).
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.config import RunConfig
+from bench.harness import run_one
+from bench.launch.netns import can_emulate, netns_list
+from tests.conftest import ROOT
+from tests.test_distributed import _leftovers, _rank_pids
+
+OK, WHY = can_emulate()
+pytestmark = pytest.mark.skipif(not OK, reason=f"no emulated cluster here: {WHY}")
+
+
+def _our_namespaces():
+    return [ns for ns in netns_list() if ns.startswith("ralp-")]
+
+
+@pytest.fixture(scope="module")
+def four_worker_rows():
+    from bench.launch.emulated_hosts import EmulatedLauncher
+
+    rows = {}
+    with EmulatedLauncher(4, 1, 1e9) as launcher:
+        for strategy in ("ps", "ralp"):
+            cfg = RunConfig(model="alexnet_cifar", strategy=strategy, workers=4, batch_size=16, steps=3,
+                            warmup_steps=1, bandwidth="1gbit").validate()
+            rows[strategy] = run_one(cfg, launcher)
+    return rows
+
+
+def test_ralp_moves_at_most_a_fifth_of_ps_bytes_on_the_ps_link(four_worker_rows):
+    ps, ralp = four_worker_rows["ps"], four_worker_rows["ralp"]
+    assert ps["status"] == "ok", ps["failure"]
+    assert ralp["status"] == "ok", ralp["failure"]
+    assert ralp["bytes_ps_measured"] <= ps["bytes_ps_measured"] / 5
+    # sync PS: the PS link carries 8·P·W bytes per step
+    params = 3_515_402
+    assert ps["bytes_ps_measured"] == pytest.approx(8 * params * 4, rel=0.10)
+
+
+@pytest.mark.parametrize("strategy", ["ps", "ralp"])
+def test_measured_bytes_within_ten_percent_of_the_cost_model(four_worker_rows, strategy):
+    row = four_worker_rows[strategy]
+    for role in ("ps", "worker"):
+        measured, predicted = row[f"bytes_{role}_measured"], row[f"bytes_{role}_predicted"]
+        assert measured == pytest.approx(predicted, rel=0.10), (role, measured, predicted)
+
+
+def test_normal_run_leaves_nothing(four_worker_rows):
+    assert _our_namespaces() == []
+    assert _leftovers() == []
+
+
+def _start_run(tmp_path, steps):
+    return subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--cluster", "emulated", "--model",
+                             "lenet_mnist", "--strategy", "ps", "--workers", "2", "--batch-size", "8",
+                             "--steps", str(steps), "--quiet", "--results", str(tmp_path / "results")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_rank(rank, proc, seconds=240):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        pids = _rank_pids(rank)
+        if pids:
+            return pids
+        time.sleep(2)
+    raise AssertionError("rank never started")
+
+
+def test_failed_run_leaves_nothing(tmp_path):
+    proc = _start_run(tmp_path, 100000)
+    try:
+        victim = _wait_for_rank(3, proc)
+        time.sleep(20)
+        os.kill(victim[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3 and "rank 3 (worker 1) died" in err, err
+    assert _our_namespaces() == []
+    assert _leftovers() == []
+
+
+def test_interrupted_run_leaves_nothing(tmp_path):
+    proc = _start_run(tmp_path, 100000)
+    try:
+        _wait_for_rank(2, proc)
+        time.sleep(10)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert _our_namespaces() == []
+    assert _leftovers() == []
+    # an interrupted run writes no half result file
+    assert not (tmp_path / "results" / "runs").exists() or not list((tmp_path / "results" / "runs").iterdir())
