@@ -57,9 +57,9 @@ def deadline_for(cfg: RunConfig) -> float:
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
             echo: bool = False) -> Dict:
     """Launch one configuration; return a complete result row (status ok or failed)."""
-    from bench.results import new_row
+    from bench.results import new_row, utc_now_iso
 
-    row = new_row(**launcher.cluster_fields(), **_config_fields(cfg))
+    row = new_row(**launcher.cluster_fields(), **_config_fields(cfg), started_at=utc_now_iso())
     try:
         strategy, cut, reason = resolve(cfg)
     except Exception as exc:  # an analyzer error is this row's failure, not the sweep's
