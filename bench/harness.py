@@ -73,7 +73,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     try:
         spec = launcher.spec(tf_layout, cfg.workers, cfg.ps, rank_argv(replace(cfg, cut=cut), strategy, out))
         run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
-                   on_progress=on_progress, echo=echo)
+                   on_progress=on_progress, echo=echo, result_path=out)
         with open(out) as f:
             result = json.load(f)
     except RunFailed as exc:

@@ -136,6 +136,7 @@ def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog):
     result = train(strategy, cfg, meter, watchdog, leader)
     result.update(strategy_requested=cfg.strategy, plan_reason=plan.get("reason"), started_unix=started,
                   world=comm.Get_size())
+    watchdog.arm("finishing (weights, last traffic sample)", timeout_s=max(120.0, cfg.step_timeout))
     if cfg.dump_weights and leader:
         import numpy as np
 

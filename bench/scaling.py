@@ -1,19 +1,25 @@
 """Time-scaled emulation: make this machine's compute-to-network ratio match a real cluster.
 
-A CPU here is ~100x slower than a V100, so a 10 Gbit/s link emulated at full
+A CPU here is ~200x slower than a V100, so a 10 Gbit/s link emulated at full
 rate would hide the network bottleneck the V100 cluster has. Scaling the link
-by the same factor as compute (measured throughput here / preset throughput)
-keeps the ratio of compute time to transfer time, which is what decides the
-speedups. Rows record both the emulated rate and the preset it stands for.
+by the same factor as compute keeps the ratio of compute time to transfer
+time, which is what decides the speedups. Compute here is the calibrated
+throughput (ralp.hardware.calibrate) times the share of cores one worker gets
+when W workers share them. Rows record both the emulated rate and the preset.
 """
+import os
+
 from bench.errors import UserError
 
+MIN_LINK_BPS = 1e6  # tc cannot shape usefully much below ~1 Mbit/s
 
-def scaled_link(preset: str) -> float:
+
+def scaled_link(preset: str, workers: int = 1) -> float:
     from ralp.hardware import PRESETS, calibrate
 
     if preset not in PRESETS:
         raise UserError(f"--scale-to {preset!r} is not a preset; choose one of {', '.join(PRESETS)}")
     target, here = PRESETS[preset], calibrate()
-    factor = here.worker_conv_flops / target.worker_conv_flops
-    return max(1e6, target.worker_bandwidth * factor)  # tc cannot shape usefully below ~1 Mbit/s
+    share = min(1.0, (os.cpu_count() or 1) / max(1, workers))
+    factor = here.worker_conv_flops * share / target.worker_conv_flops
+    return max(MIN_LINK_BPS, target.worker_bandwidth * factor)

@@ -6,6 +6,7 @@ around each evaluation, whose traffic is subtracted), held-out evaluation
 every N steps, and the stop rule for --train-to-accuracy. Time-to-accuracy
 counts training time only, not evaluation time.
 """
+import os
 import sys
 import threading
 import time
@@ -40,6 +41,7 @@ class Watchdog:
             if self.deadline is not None and time.monotonic() > self.deadline:
                 print(f"ralp-bench: error: {self.what} exceeded its {self.limit_s:g}s limit; "
                       f"a rank is hung or too slow (raise --step-timeout)", file=sys.stderr, flush=True)
+                threading.Timer(15.0, os._exit, (5,)).start()  # if MPI_Abort itself hangs
                 self.comm.Abort(5)
 
 

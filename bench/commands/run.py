@@ -71,7 +71,7 @@ def make_launcher(args, workers: int, ps: int):
     bandwidth = parse_bandwidth(args.bandwidth or "1gbit")
     scaled_to = None
     if args.scale_to:
-        bandwidth, scaled_to = scaled_link(args.scale_to), args.scale_to
+        bandwidth, scaled_to = scaled_link(args.scale_to, workers), args.scale_to
     ps_bw = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
     args.bandwidth = f"{bandwidth:.0f}"  # the analyzer's predictions use the emulated rate
     return EmulatedLauncher(workers, ps, bandwidth, parse_latency(args.latency), ps_bw, scaled_to)

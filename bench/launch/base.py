@@ -112,9 +112,17 @@ def diagnose(output: str, world: int, workers: int, ps: int) -> str:
     return "mpirun failed: " + " | ".join(tail)
 
 
+EXIT_GRACE_S = 60.0  # once rank 0 wrote its result, how long the ranks get to exit
+
+
 def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, ps: int,
-               on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False) -> str:
-    """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank."""
+               on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
+               result_path: Optional[str] = None) -> str:
+    """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank.
+
+    If rank 0 has written ``result_path`` but the job does not exit within
+    EXIT_GRACE_S (a rank stuck in MPI_Finalize or in TF's shutdown), the
+    group is killed and the result kept: the measurement is complete."""
     env = {**os.environ, **BASE_ENV, **spec.env}
     proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True, bufsize=1)
@@ -123,8 +131,17 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
     reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo), daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout_s
+    finished_at = None
     try:
         while proc.poll() is None:
+            if result_path and finished_at is None and os.path.exists(result_path):
+                finished_at = time.monotonic()
+            if finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
+                lines.append(f"ralp-bench: note: ranks did not exit {EXIT_GRACE_S:.0f}s after the result; "
+                             "stopped them\n")
+                _kill_group(proc)
+                reader.join(5)
+                return "".join(lines)
             if time.monotonic() > deadline:
                 _kill_group(proc)
                 reader.join(5)
