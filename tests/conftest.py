@@ -1,12 +1,47 @@
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Every process this test session starts inherits the tag, so checks for left-over
+# processes see only ours, not those of another run on the same machine.
+TEST_TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+os.environ["RALP_TEST_TAG"] = TEST_TAG
+
+
+def _environ(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}
+
+
+def our_processes(pattern=(b"bench.run", b"orted", b"mpirun")):
+    """PIDs (other than this one) of processes started by this test session matching ``pattern``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if any(p in cmd for p in pattern) and _environ(pid).get(b"RALP_TEST_TAG") == TEST_TAG.encode():
+            found.append(int(pid))
+    return found
+
+
+def rank_pids(rank):
+    """Our bench.run processes whose Open MPI rank is ``rank``."""
+    return [pid for pid in our_processes((b"bench.run",))
+            if _environ(pid).get(b"OMPI_COMM_WORLD_RANK") == str(rank).encode()]
 
 
 def ralp_bench(*args, timeout=600, cwd=None):

@@ -16,7 +16,7 @@ import pytest
 from bench.config import RunConfig
 from bench.harness import run_one
 from bench.launch.local import LocalLauncher
-from tests.conftest import ROOT
+from tests.conftest import ROOT, our_processes, rank_pids
 
 MODEL, STEPS, WARMUP, BATCH, LR = "lenet_mnist", 3, 1, 16, 0.05
 
@@ -69,27 +69,11 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
 
 
 def _rank_pids(rank):
-    """PIDs of bench.run processes whose Open MPI rank is ``rank``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"bench.run" not in f.read():
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue
-        if env.get(b"OMPI_COMM_WORLD_RANK") == str(rank).encode():
-            found.append(int(pid))
-    return found
+    return rank_pids(rank)
 
 
 def _leftovers():
-    out = subprocess.run(["pgrep", "-f", "bench.run|orted|mpirun"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split() if int(p) != os.getpid()]
+    return our_processes()
 
 
 def test_killed_worker_ends_run_with_named_rank(tmp_path):
@@ -104,6 +88,7 @@ def test_killed_worker_ends_run_with_named_rank(tmp_path):
             victim = _rank_pids(3)  # rank 3 = worker 1 (chief, ps, worker 0, worker 1)
         assert victim, "worker rank never started"
         time.sleep(25)  # let training get going
+        assert proc.poll() is None, proc.communicate()[1]
         os.kill(victim[0], signal.SIGKILL)
         out, err = proc.communicate(timeout=180)
     finally:

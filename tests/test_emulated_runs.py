@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not OK, reason=f"no emulated cluster here: {WHY}
 
 
 def _our_namespaces():
-    return [ns for ns in netns_list() if ns.startswith("ralp-")]
+    return [ns for ns in netns_list() if ns.startswith("ralp")]
 
 
 @pytest.fixture(scope="module")

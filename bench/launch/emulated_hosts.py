@@ -4,6 +4,7 @@ One emulated host per PS task and per worker: hosts 0..S-1 carry the PS tasks
 (the chief beside PS 0), hosts S..S+W-1 one worker each, so every byte a
 strategy moves between roles crosses a shaped NIC. mpirun runs inside host 0.
 """
+import os
 import sys
 from typing import Dict, Optional
 
@@ -15,7 +16,9 @@ class EmulatedLauncher(Launcher):
     mode = "emulated"
 
     def __init__(self, workers: int, ps: int, bandwidth_bps: float, latency_s: float = 0.0,
-                 ps_bandwidth_bps: Optional[float] = None, scaled_to: Optional[str] = None, name: str = "ralp"):
+                 ps_bandwidth_bps: Optional[float] = None, scaled_to: Optional[str] = None, name: Optional[str] = None):
+        # One cluster name per process, so two runs on one machine never collide.
+        name = name or f"ralp{os.getpid() % 100000}"
         self.cluster = EmulatedCluster(ps + workers, bandwidth_bps, latency_s, ps_bandwidth_bps, name=name)
         self.scaled_to = scaled_to
 
