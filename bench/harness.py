@@ -15,7 +15,7 @@ import numpy as np
 
 from bench.config import RunConfig
 from bench.errors import RunFailed
-from bench.launch.base import Launcher, run_mpirun
+from bench.launch.base import LaunchStalled, Launcher, run_mpirun
 from bench.roles import world_size
 
 # Flags forwarded from RunConfig to every rank.
@@ -72,8 +72,15 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     os.unlink(out)
     try:
         spec = launcher.spec(tf_layout, cfg.workers, cfg.ps, rank_argv(replace(cfg, cut=cut), strategy, out))
-        run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
-                   on_progress=on_progress, echo=echo, result_path=out)
+        for attempt in (1, 2):
+            try:
+                run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
+                           on_progress=on_progress, echo=echo, result_path=out)
+                break
+            except LaunchStalled:
+                launcher.after_run()  # a lost daemon is transient: clean up and launch once more
+                if attempt == 2:
+                    raise
         with open(out) as f:
             result = json.load(f)
     except RunFailed as exc:

@@ -312,8 +312,9 @@ def build_report(df, title="ralp-bench report"):
         batches = df.dropna(subset=["batch_size"]).groupby("model", sort=True)["batch_size"].first()
         intro.append("Batch per worker: " + ", ".join(f"{m} {b}" for m, b in batches.items()) + ".")
     if df["scaled_to"].notna().any():
-        intro.append("Rows with a `scaled_to` value were scaled to that preset; they are not "
-                     "direct measurements on this machine.")
+        intro.append("Rows with a `scaled_to` value were measured here on emulated links slowed so that this "
+                     "machine's compute-to-network ratio matches that preset (`link_bps` is the emulated rate); "
+                     "their speedups stand for the preset's cluster, their images/sec for this machine.")
     old = df[df[VERSION_COLUMN] < SCHEMA_VERSION] if VERSION_COLUMN in df else df.iloc[:0]
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")

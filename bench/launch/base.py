@@ -112,6 +112,11 @@ def diagnose(output: str, world: int, workers: int, ps: int) -> str:
     return "mpirun failed: " + " | ".join(tail)
 
 
+class LaunchStalled(RunFailed):
+    """mpirun never started every rank (a daemon lost on the way); safe to retry."""
+
+
+STARTUP_S = 150.0   # every rank must have reported its first phase by then
 EXIT_GRACE_S = 60.0  # once rank 0 wrote its result, how long the ranks get to exit
 
 
@@ -130,10 +135,16 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
     phases: Dict[int, str] = {}
     reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo), daemon=True)
     reader.start()
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     finished_at = None
     try:
         while proc.poll() is None:
+            if len(phases) < world and time.monotonic() - started > STARTUP_S:
+                _kill_group(proc)
+                reader.join(5)
+                missing = [describe_rank(r, world, workers, ps) for r in range(world) if r not in phases]
+                raise LaunchStalled(f"mpirun did not start {', '.join(missing)} within {STARTUP_S:.0f}s")
             if result_path and finished_at is None and os.path.exists(result_path):
                 finished_at = time.monotonic()
             if finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:

@@ -17,6 +17,7 @@ made; the context manager tears down on exceptions, SIGINT and SIGTERM.
 import fcntl
 import json
 import os
+import subprocess
 import re
 import signal
 import threading
@@ -276,6 +277,28 @@ class EmulatedCluster:
         with open(self.rsh_agent, "w") as fh:
             fh.write(_agent_script(self.hosts))
         os.chmod(self.rsh_agent, 0o755)
+        self._wait_until_reachable()
+
+    def _wait_until_reachable(self, timeout_s=20.0):
+        """Return once host 0 reaches every other host and back.
+
+        Right after creation a bridge port may drop the first packets; an MPI
+        daemon whose first connection is lost dies silently and leaves mpirun
+        waiting forever, so nothing is launched before the links carry traffic.
+        """
+        deadline = time.monotonic() + timeout_s
+        for host in self.hosts[1:]:
+            while True:
+                ok = subprocess.run(["ip", "netns", "exec", self.hosts[0].netns, "ping", "-c", "1", "-W", "1",
+                                     host.ip], capture_output=True).returncode == 0
+                back = ok and subprocess.run(["ip", "netns", "exec", host.netns, "ping", "-c", "1", "-W", "1",
+                                              self.hosts[0].ip], capture_output=True).returncode == 0
+                if back:
+                    break
+                if time.monotonic() > deadline:
+                    raise nx.NetnsError(f"emulated host {host.ip} unreachable from {self.hosts[0].ip} "
+                                        f"after {timeout_s:.0f}s")
+                time.sleep(0.2)
 
     def _write_state(self):
         state = {
