@@ -63,6 +63,8 @@ class RunConfig:
         get_spec(self.model)
         if self.strategy not in STRATEGIES:
             raise UserError(f"unknown strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
+        if self.strategy == "ps-async" and str(self.compression).strip().lower() != "none":
+            raise UserError("ps-async does not support --compression; use --compression none, or ps/ralp/horovod")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise UserError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 1 <= self.ps <= 8:

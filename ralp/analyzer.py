@@ -11,16 +11,27 @@ Candidate cuts: by default the cut just before the first Dense layer and every c
 after it, so the PS holds only FC layers (FC-on-PS). ``all_cuts=True`` also tries
 earlier cuts, which put convolutions on the PS: the PS then computes them for all
 W*B images, which stops scaling as W grows and needs a PS as fast as a worker.
+
+Compression: ``compression="auto"`` (or a list of codecs) repeats the analysis for each
+codec and keeps the fastest plan, preferring the less lossy codec (earlier in the list)
+unless a lossier one is at least ``MIN_CODEC_GAIN`` faster: fewer bytes are worth an
+accuracy risk only when they buy time. ``Plan.compression`` names the codec chosen.
 """
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 from bench.errors import UserError
-from ralp.cost_model import STRATEGIES, STRATEGY_LABELS, Prediction, predict
+from ralp.cost_model import STRATEGIES, STRATEGY_LABELS, Prediction, parse_compression, predict
 from ralp.hardware import Hardware, load_hardware
 from ralp.profile import ModelProfile, profile_model
 
 MIN_SPLIT_GAIN = 0.02  # FC-on-PS must be at least 2% faster than the best unsplit strategy
+# A lossier codec must make the predicted step at least 10% faster to be chosen: the cost model
+# counts codec bytes and elementwise work but not fixed per-tensor costs (op launches, the scale
+# tensor's own transfer), which on lenet_mnist at 1 Gbit/s (emulated, 2 cores) turned RALP's
+# predicted 5% gain from fp16 into 13% fewer images/sec.
+MIN_CODEC_GAIN = 0.10
+AUTO_COMPRESSIONS = ("none", "fp16", "int8", "topk:0.01")  # least to most lossy
 
 
 @dataclass
@@ -32,6 +43,8 @@ class Plan:
     reason: str
     ralp_by_cut: Dict[str, Prediction] = field(default_factory=dict)
     split_possible: bool = True
+    compression: Optional[str] = None       # the codec the predictions assume (None: fp32)
+    by_compression: Dict[str, "Plan"] = field(default_factory=dict)  # each codec's plan (auto only)
 
     @property
     def split(self) -> bool:
@@ -72,14 +85,56 @@ def _validate(batch_size, workers, ps, strategies):
         raise UserError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
 
 
+def compression_candidates(compression: Union[None, str, Sequence[str]]):
+    """The codecs to evaluate: one (None / a spec), AUTO_COMPRESSIONS ('auto') or a given list."""
+    if compression is None or isinstance(compression, str) and compression.strip().lower() != "auto":
+        specs = [compression]
+    elif isinstance(compression, str):
+        specs = list(AUTO_COMPRESSIONS)
+    else:
+        specs = list(compression)
+        if not specs:
+            raise UserError("give at least one compression to compare (e.g. none, fp16, int8)")
+    normalized = []
+    for spec in specs:
+        spec = None if spec is None else str(spec).strip().lower()
+        parse_compression(spec)  # UserError for a bad spec
+        spec = None if spec in (None, "", "none") else spec
+        if spec not in normalized:
+            normalized.append(spec)
+    return normalized
+
+
 def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, hardware=None,
-            strategies: Sequence[str] = STRATEGIES, compression: Optional[str] = None,
+            strategies: Sequence[str] = STRATEGIES, compression: Union[None, str, Sequence[str]] = None,
             overlap: bool = False, all_cuts: bool = False) -> Plan:
-    """Predict each strategy and pick the fastest; see module docstring for the split rule."""
+    """Predict each strategy and pick the fastest; see module docstring for the split and codec rules."""
     _validate(batch_size, workers, ps, strategies)
     profile = model_or_profile if isinstance(model_or_profile, ModelProfile) else profile_model(model_or_profile)
     if not isinstance(hardware, Hardware):
         hardware = load_hardware(hardware)
+    candidates = compression_candidates(compression)
+    plans = {spec: _analyze_one(profile, batch_size, workers, ps, hardware, strategies, spec, overlap, all_cuts)
+             for spec in candidates}
+    if len(plans) == 1:
+        return plans[candidates[0]]
+    chosen = plans[candidates[0]]
+    for spec in candidates[1:]:
+        if _step_time(plans[spec]) < _step_time(chosen) * (1 - MIN_CODEC_GAIN):
+            chosen = plans[spec]
+    chosen.by_compression = {spec or "none": plan for spec, plan in plans.items()}
+    times = ", ".join(f"{spec or 'none'} {_seconds(_step_time(plan))} ({plan.strategy})"
+                      for spec, plan in plans.items())
+    chosen.reason += (f" Compression: {chosen.compression or 'none'} (predicted per step: {times}; a lossier "
+                      f"codec must be {MIN_CODEC_GAIN:.0%} faster to be chosen).")
+    return chosen
+
+
+def _step_time(plan: Plan) -> float:
+    return plan.predictions[plan.strategy].step_time_s
+
+
+def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compression, overlap, all_cuts) -> Plan:
     common = dict(workers=workers, batch_size=batch_size, hardware=hardware, ps=ps,
                   overlap=overlap, compression=compression)
     predictions = {s: predict(profile, s, **common) for s in strategies if s != "ralp"}
@@ -102,7 +157,8 @@ def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, har
                         "add 'ps' or 'horovod' to the strategies")
     reason = _reason(profile, chosen, predictions, best_ralp, split_possible, "ralp" in strategies)
     return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy == "ralp" else None,
-                predictions=predictions, reason=reason, ralp_by_cut=by_cut, split_possible=split_possible)
+                predictions=predictions, reason=reason, ralp_by_cut=by_cut, split_possible=split_possible,
+                compression=compression)
 
 
 def _reason(profile, chosen, predictions, best_ralp, split_possible, ralp_requested) -> str:

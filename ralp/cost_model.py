@@ -15,6 +15,19 @@ per worker, W workers, S PS tasks):
 P counts every variable, non-trainable batch-norm statistics included: under a PS
 they live on the PS and are read (pulled) and updated (pushed) every step.
 
+Compression (``compression=``, the codecs of ralp/compression.py): what is encoded
+where follows the strategies' code. Gradient pushes (ps, ralp's tower) are encoded
+on the worker and decoded on the PS; parameter pulls stay fp32. RALP's activations
+and activation gradients use fp16/int8 (encoded by the sender, decoded by the
+receiver) but stay fp32 under top-k, which the strategy applies to gradients only.
+Horovod: fp16 is a half-precision ring all-reduce; int8 and top-k payloads cannot be
+summed in a ring, so each rank all-gathers every rank's payload ((N-1) payloads each
+way). int8 adds a 4-byte scale per tensor, counted once for the model (a few dozen
+bytes). Encoding and decoding take time: ``CODEC_PASSES`` elementwise passes per
+element, each pass costing ``PASS_FLOPS`` FLOPs of the sender's or receiver's
+throughput; that time adds to worker compute (encode/decode on workers) and PS
+compute (on the PS).
+
 Timing: training costs ~3x the forward FLOPs (forward + backward). Without overlap
 a step is the sum of its phases (pull, compute, transfers, push, PS work); each
 transfer phase lasts as long as its slowest side (worker link or PS link) plus one
@@ -110,6 +123,30 @@ def _activation_bytes(values: float, compression) -> float:
     return _gradient_bytes(values, compression) if kind in ("fp16", "int8") else 4.0 * values
 
 
+# Elementwise passes per element of the dense tensor (encode, decode), measured with
+# ralp/compression.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
+# varied by ~30%): one pass is a multiply-and-sum over the tensor, ~2.1 ns per element there.
+# Top-k's encode includes its error feedback (add the residual, select, gather, rebuild what
+# was sent, update the residual); its decode fills the dense tensor and scatters into it.
+CODEC_PASSES = {None: (0.0, 0.0), "fp16": (2.0, 0.75), "int8": (1.6, 0.75), "topk": (15.0, 1.5)}
+# One elementwise pass over one element costs as long as this many conv FLOPs (memory-bound
+# vs compute-bound work): 2.1 ns at 37.9 GFLOP/s on the same machine; assumed to carry over
+# to other hardware in proportion to its throughput.
+PASS_FLOPS = 80.0
+
+
+def _codec_seconds(elements: float, compression, side: int, flops: float) -> float:
+    """Time to encode (side 0) or decode (side 1) ``elements`` floats at ``flops`` FLOP/s."""
+    if elements <= 0:
+        return 0.0
+    return elements * CODEC_PASSES[compression[0]][side] * PASS_FLOPS / flops
+
+
+def _activation_codec(compression):
+    """The codec RALP's activations travel through: top-k leaves them fp32 (no work)."""
+    return compression if compression[0] in ("fp16", "int8") else (None, None)
+
+
 # ----------------------------------------------------------------------------- model
 
 def _check_positive(name, value):
@@ -134,6 +171,9 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     train_full = TRAIN_FLOPS_FACTOR * B * _compute_seconds(profile.flops, profile.dense_flops, hardware)
     phases: List[_Phase] = []
     worker_fwd = worker_bwd = ps_compute = 0.0
+    on_worker = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.worker_conv_flops)
+    on_ps = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.ps_flops)
+    worker_codec = ps_codec = 0.0
 
     if strategy == "ps":
         cut = None
@@ -142,16 +182,21 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         phases = [_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
                   _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)]
         ps_compute = (W + 2) * P / S / hardware.ps_flops  # sum W gradients + SGD update
+        worker_codec, ps_codec = on_worker(P, comp, 0), on_ps(P * W / S, comp, 1)
     elif strategy == "horovod":
         cut = None
         worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
         if W > 1:
-            if comp[0] == "topk":  # sparse gradients cannot be summed in a ring: all-gather them
+            gathered = comp[0] in ("int8", "topk")  # not summable in a ring: all-gather the payloads
+            if gathered:
                 each_way = (W - 1) * _gradient_bytes(P, comp)
             else:
                 each_way = 2.0 * (W - 1) / W * _gradient_bytes(P, comp)
-            phases = [_Phase("ring all-reduce", worker_tx=each_way, worker_rx=each_way,
-                             latency_hops=2 * (W - 1))]
+            name = "all-gather compressed gradients" if gathered else "ring all-reduce"
+            phases = [_Phase(name, worker_tx=each_way, worker_rx=each_way, latency_hops=2 * (W - 1))]
+            # int8 decodes every rank's payload; top-k scatters them all into one dense buffer
+            decoded = W * P if comp[0] == "int8" else P
+            worker_codec = on_worker(P, comp, 0) + on_worker(decoded, comp, 1)
     else:  # ralp
         cut = cut or profile.first_dense_cut()
         if cut is None:
@@ -169,13 +214,25 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
                   _Phase("push tower gradients", worker_tx=push, ps_rx=push * W / S)]
         head_train = TRAIN_FLOPS_FACTOR * W * B * f_head
         ps_compute = (head_train + (W + 2) * p_tower / S + 2 * p_head) / hardware.ps_flops
+        act_comp = _activation_codec(comp)
+        # worker: encode activations and tower gradients, decode activation gradients;
+        # PS task 0: decode W activations, encode W activation gradients, decode tower gradients.
+        worker_codec = (on_worker(B * floats, act_comp, 0) + on_worker(B * floats, act_comp, 1)
+                        + on_worker(p_tower, comp, 0))
+        ps_codec = (on_ps(W * B * floats, act_comp, 1) + on_ps(W * B * floats, act_comp, 0)
+                    + on_ps(W * p_tower / S, comp, 1))
 
-    return _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap)
+    return _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
+                     worker_codec, ps_codec)
 
 
-def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap):
+def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
+              worker_codec=0.0, ps_codec=0.0):
     worker_Bps, ps_Bps, lat = hardware.worker_bandwidth / 8, hardware.ps_bandwidth / 8, hardware.latency_s
+    ps_compute += ps_codec
     breakdown = {"worker_forward_s": worker_fwd, "worker_backward_s": worker_bwd, "ps_compute_s": ps_compute}
+    if worker_codec or ps_codec:
+        breakdown.update(worker_codec_s=worker_codec, ps_codec_s=ps_codec)
     comm = worker_link_busy = ps_link_busy = 0.0
     for ph in phases:
         worker_side = max(ph.worker_tx, ph.worker_rx) / worker_Bps
@@ -186,7 +243,7 @@ def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_
         worker_link_busy += worker_side
         ps_link_busy += ps_side
     totals = {key: sum(getattr(ph, key) for ph in phases) for key in ("worker_tx", "worker_rx", "ps_tx", "ps_rx")}
-    worker_compute = worker_fwd + worker_bwd
+    worker_compute = worker_fwd + worker_bwd + worker_codec
     if overlap and phases:
         # Full duplex, perfectly pipelined: each direction of each link is its own resource.
         latency = sum(ph.latency_hops for ph in phases) * lat

@@ -10,11 +10,18 @@ activation-gradient floats back, instead of the head's parameters.
 With synchronous SGD the update equals the one sync PS computes: the head
 sees the same W·B images in one batch, and the mean loss over W·B images
 back-propagates exactly the averaged gradient to each tower replica.
+
+With ``--compression`` every tensor that crosses a link goes through the codec:
+activations (worker -> PS), activation gradients (PS -> worker) and tower
+gradients (worker -> PS); tower parameters are pulled in fp32. Top-k applies to
+the tower gradients only (with error feedback on the worker): sparsifying
+activations loses, rather than delays, what it drops, so they travel in fp32.
 """
 import tensorflow as tf
 
-from baselines.ps import InGraphStrategy
+from baselines.ps import InGraphStrategy, dense
 from bench.strategy import loss_fn
+from ralp.compression import Transport
 from ralp.cut import split_model
 
 
@@ -31,6 +38,8 @@ class LayerPlacement(InGraphStrategy):
         order = {id(v): i for i, v in enumerate(self.model.trainable_variables)}
         workers, ps0 = self.ctx.worker_devices, self.ctx.ps_devices[0]
 
+        transport = self.transport = Transport(self.config.compression)
+
         @tf.function
         def step(indices):
             tapes, activations, labels = [], [], []
@@ -41,8 +50,11 @@ class LayerPlacement(InGraphStrategy):
                         activations.append(self.tower(x, training=True))
                     tapes.append(tape)
                     labels.append(y)
+            # Activations up (encoded on each worker, decoded on the PS): the head tape starts
+            # from the decoded tensor, so no gradient ever flows through a codec.
+            received = [transport.send(a, workers[w], ps0, sparse_ok=False) for w, a in enumerate(activations)]
             with tf.device(ps0):
-                joined = tf.concat(activations, axis=0)
+                joined = tf.concat(received, axis=0)
                 with tf.GradientTape() as head_tape:
                     head_tape.watch(joined)
                     loss = loss_fn(tf.concat(labels, axis=0), self.head(joined, training=True))
@@ -50,13 +62,14 @@ class LayerPlacement(InGraphStrategy):
                 per_worker_grad = tf.split(joined_grad, len(workers), axis=0)
             tower_grads = []
             for w, device in enumerate(workers):
+                returned = transport.send(per_worker_grad[w], ps0, device, sparse_ok=False)
                 with tf.device(device):
-                    tower_grads.append(tapes[w].gradient(activations[w], tower_vars,
-                                                         output_gradients=per_worker_grad[w]))
+                    tower_grads.append(tapes[w].gradient(activations[w], tower_vars, output_gradients=returned))
             summed = []
-            for v, grads in zip(tower_vars, zip(*tower_grads)):
+            for i, (v, grads) in enumerate(zip(tower_vars, zip(*tower_grads))):
+                pushed = [transport.send(dense(g), workers[w], v.device, key=(w, i)) for w, g in enumerate(grads)]
                 with tf.device(v.device):
-                    summed.append(tf.add_n(list(grads)))  # the mean over W·B is already in joined_grad
+                    summed.append(tf.add_n(pushed))  # the mean over W·B is already in joined_grad
             pairs = sorted(zip(tower_vars + head_vars, summed + list(head_grads)), key=lambda p: order[id(p[0])])
             self.optimizer.apply([g for _, g in pairs])
             return loss
