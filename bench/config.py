@@ -63,6 +63,9 @@ class RunConfig:
         get_spec(self.model)
         if self.strategy not in STRATEGIES:
             raise UserError(f"unknown strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
+        from ralp.compression import get_codec
+
+        get_codec(self.compression)  # a bad codec spec fails here, before anything is launched
         if self.strategy == "ps-async" and str(self.compression).strip().lower() != "none":
             raise UserError("ps-async does not support --compression; use --compression none, or ps/ralp/horovod")
         if not 1 <= self.workers <= MAX_WORKERS:
