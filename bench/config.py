@@ -65,7 +65,8 @@ class RunConfig:
             raise UserError(f"unknown strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
         from ralp.compression import get_codec
 
-        get_codec(self.compression)  # a bad codec spec fails here, before anything is launched
+        if self.compression != "auto":  # auto: the analyzer picks (bench.planning)
+            get_codec(self.compression)  # a bad codec spec fails here, before anything is launched
         if self.strategy == "ps-async" and str(self.compression).strip().lower() != "none":
             raise UserError("ps-async does not support --compression; use --compression none, or ps/ralp/horovod")
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -103,7 +104,7 @@ def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
     p.add_argument("--dataset", default=d.dataset, help="synthetic | mnist | cifar10 | imagenet")
     p.add_argument("--data-dir", default=None, help="directory with the data set's files (cifar10, imagenet)")
     p.add_argument("--cut", default=None, help="ralp: layer after which to split (default: the analyzer's choice)")
-    p.add_argument("--compression", default=d.compression, help="none | fp16 | int8 | topk:FRACTION")
+    p.add_argument("--compression", default=d.compression, help="none | fp16 | int8 | topk:FRACTION | auto (the analyzer picks)")
     p.add_argument("--intra-threads", type=int, default=None, help="TF intra-op threads per rank (default: from cores)")
     p.add_argument("--inter-threads", type=int, default=None, help="TF inter-op threads per rank")
     p.add_argument("--step-timeout", type=float, default=d.step_timeout,

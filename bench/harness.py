@@ -35,19 +35,6 @@ def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
     return argv
 
 
-def resolve(cfg: RunConfig):
-    """(strategy to launch, cut, reason) — auto and ralp consult the analyzer here,
-    so the launch has the right number of ranks and the row records the plan."""
-    if cfg.strategy not in ("auto", "ralp"):
-        return cfg.strategy, None, None
-    from bench.planning import plan_for
-
-    plan = plan_for(cfg)
-    if cfg.strategy == "ralp":
-        return "ralp", cfg.cut or plan.ralp_cut, plan.reason
-    return plan.strategy, plan.cut, plan.reason
-
-
 def deadline_for(cfg: RunConfig) -> float:
     """Start-up (TF import, rendezvous, tracing) plus every step at its timeout."""
     evals = (cfg.steps // cfg.eval_every + 1) if cfg.eval_every else 0
@@ -57,14 +44,18 @@ def deadline_for(cfg: RunConfig) -> float:
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
             echo: bool = False) -> Dict:
     """Launch one configuration; return a complete result row (status ok or failed)."""
+    from bench.planning import resolve
     from bench.results import new_row, utc_now_iso
 
     row = new_row(**launcher.cluster_fields(), **_config_fields(cfg), started_at=utc_now_iso())
     try:
-        strategy, cut, reason = resolve(cfg)
+        plan = resolve(cfg)
     except Exception as exc:  # an analyzer error is this row's failure, not the sweep's
         return {**row, "status": "failed", "failure": f"planning failed: {exc}"}
-    row.update(plan=strategy, cut_layer=cut)
+    strategy, cut = plan["strategy"], plan["cut"]
+    picked_codec = cfg.compression == "auto"
+    row.update(plan=strategy + (f"+{plan['compression']}" if picked_codec else ""), cut_layer=cut)
+    cfg = replace(cfg, compression=plan["compression"])  # ranks and predictions get the concrete codec
     tf_layout = strategy != "horovod"
     world = world_size(strategy, cfg.workers, cfg.ps)
     fd, out = tempfile.mkstemp(prefix="ralp-rank0-", suffix=".json")

@@ -5,12 +5,15 @@ launch the right number of ranks for ``auto``) and rank 0 of a direct
 ``mpirun ... python -m bench.run --strategy auto`` call ``plan_for``.
 Without --hardware the analyzer uses this machine's calibrated throughput
 ('local'); without --bandwidth it assumes 10 Gbit/s links (recorded).
+``--compression auto`` lets the analyzer pick the codec too (for the given
+strategy, or together with the strategy under ``--strategy auto``).
 """
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, Optional
 
 from bench.config import RunConfig
+from bench.errors import UserError
 
 DEFAULT_BANDWIDTH = "10gbit"
 
@@ -21,6 +24,7 @@ class RunPlan:
     cut: Optional[str]             # cut of the chosen plan (ralp only)
     ralp_cut: Optional[str]        # where ralp would split, even when not chosen
     reason: str
+    compression: str = "none"      # the codec the plan assumes (the analyzer's pick under auto)
     predictions: Dict[str, object] = field(default_factory=dict)  # strategy -> Prediction
 
 
@@ -40,12 +44,42 @@ def hardware_for(cfg: RunConfig):
 
 def plan_for(cfg: RunConfig) -> RunPlan:
     from ralp.analyzer import analyze
+    from ralp.cost_model import STRATEGIES
 
     profile = model_profile(cfg.model)
+    pick_codec = cfg.compression == "auto"
+    # Under --compression auto a fixed strategy keeps its strategy; only the codec is chosen.
+    strategies = [cfg.strategy] if pick_codec and cfg.strategy in STRATEGIES else STRATEGIES
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
-                   hardware=hardware_for(cfg), compression=None if cfg.compression == "none" else cfg.compression)
+                   hardware=hardware_for(cfg), strategies=strategies,
+                   compression="auto" if pick_codec else _codec_or_none(cfg.compression))
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
-    return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, dict(plan.predictions))
+    return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
+                   dict(plan.predictions))
+
+
+def resolve(cfg: RunConfig) -> Dict:
+    """What actually runs: strategy, cut and codec ('auto' in either asks the analyzer).
+
+    The launcher calls this to start the right ranks and record the plan; rank 0 of a
+    direct mpirun calls it too, so both paths agree."""
+    if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
+        return {"strategy": cfg.strategy, "cut": None, "compression": cfg.compression, "reason": None}
+    if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
+        return {"strategy": "ralp", "cut": cfg.cut, "compression": cfg.compression, "reason": None}
+    plan = plan_for(cfg)
+    strategy = plan.strategy if cfg.strategy == "auto" else cfg.strategy
+    cut = None
+    if strategy == "ralp":
+        cut = cfg.cut or plan.ralp_cut
+        if cut is None:
+            raise UserError(f"{cfg.model} has no cut point before a dense layer; ralp cannot split it "
+                            f"(use --strategy ps or horovod)")
+    return {"strategy": strategy, "cut": cut, "compression": plan.compression, "reason": plan.reason}
+
+
+def _codec_or_none(spec):
+    return None if spec in (None, "none") else spec
 
 
 def _ralp_cut(plan, profile):
@@ -62,4 +96,4 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
         return None
     return cost_predict(model_profile(cfg.model), strategy, workers=cfg.workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut,
-                        compression=None if cfg.compression == "none" else cfg.compression)
+                        compression=_codec_or_none(cfg.compression))

@@ -43,6 +43,15 @@ class RunProgress:
         self._progress.update(self._task, description=f"{self.label(cfg)}: {status} {speed}")
         self._progress.update(self._overall, advance=1)
 
+    def skipped(self, cfg):
+        """A point an earlier, interrupted run of the sweep already measured."""
+        self.done += 1
+        if self.quiet:
+            print(f"[{self.done}/{self.total}] {self.label(cfg)}: done in the resumed run", file=sys.stderr,
+                  flush=True)
+            return
+        self._progress.update(self._overall, advance=1)
+
     def close(self):
         if self._progress:
             self._progress.stop()

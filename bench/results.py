@@ -348,6 +348,11 @@ class ResultStore:
             return []
         return sorted(p.stem for p in self.pending_dir.glob("*.jsonl"))
 
+    def read_pending(self, run_id):
+        """The rows journaled so far for an open run (to resume it)."""
+        self._check_run_id(run_id)
+        return self._read_journal(self.pending_dir / f"{run_id}.jsonl")
+
     # ---- reading --------------------------------------------------------------------------
     def scan(self):
         """Read every run file; unreadable or foreign files become warnings, never errors."""

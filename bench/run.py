@@ -24,18 +24,10 @@ def parse(argv):
 
 
 def resolve_plan(cfg: RunConfig) -> dict:
-    """Which strategy and cut actually run (auto asks the analyzer; ralp needs a cut)."""
-    if cfg.strategy not in ("ralp", "auto") or (cfg.strategy == "ralp" and cfg.cut):
-        return {"strategy": cfg.strategy, "cut": cfg.cut, "reason": None}
-    from bench.planning import plan_for
+    """Which strategy, cut and codec actually run (see bench.planning.resolve)."""
+    from bench.planning import resolve
 
-    plan = plan_for(cfg)
-    if cfg.strategy == "ralp":
-        if plan.ralp_cut is None:
-            raise UserError(f"{cfg.model} has no cut point before a dense layer; ralp cannot split it "
-                            f"(use --strategy ps or horovod)")
-        return {"strategy": "ralp", "cut": plan.ralp_cut, "reason": plan.reason}
-    return {"strategy": plan.strategy, "cut": plan.cut, "reason": plan.reason}
+    return resolve(cfg)
 
 
 def load_shards(cfg: RunConfig):

@@ -267,6 +267,27 @@ def test_fp16_stays_close_to_uncompressed(strategy, tolerance, initial, uncompre
     assert 2e-5 <= error <= tolerance
 
 
+def test_compression_auto_takes_the_analyzers_codec():
+    """--compression auto: a fixed strategy keeps its strategy and gets the codec the analyzer
+    picks for it; --strategy auto gets the analyzer's joint pick."""
+    from bench.planning import hardware_for, model_profile, resolve
+    from ralp.analyzer import analyze
+
+    for strategy in ("ps", "horovod", "ralp", "auto"):
+        cfg = RunConfig(model="alexnet_cifar", strategy=strategy, workers=4, compression="auto",
+                        bandwidth="100mbit", hardware="v100-10gbe").validate()
+        plan = analyze(model_profile(cfg.model), batch_size=cfg.batch_size, workers=4, hardware=hardware_for(cfg),
+                       strategies=[strategy] if strategy != "auto" else ("ps", "horovod", "ralp"),
+                       compression="auto")
+        got = resolve(cfg)
+        assert got["strategy"] == plan.strategy == (strategy if strategy != "auto" else got["strategy"])
+        assert got["compression"] == (plan.compression or "none")
+        assert got["compression"] != "none"  # 100 Mbit/s links: bytes dominate, a codec pays
+        assert (got["cut"] is not None) == (got["strategy"] == "ralp")
+    fixed = resolve(RunConfig(model="alexnet_cifar", strategy="ps", compression="int8").validate())
+    assert fixed == {"strategy": "ps", "cut": None, "compression": "int8", "reason": None}
+
+
 def test_ps_async_refuses_compression():
     with pytest.raises(UserError, match="ps-async does not support --compression"):
         RunConfig(model=MODEL, strategy="ps-async", compression="fp16").validate()
@@ -292,7 +313,8 @@ def emulated_rows():
 
     rows = {}
     with EmulatedLauncher(2, 1, 1e9) as launcher:
-        for strategy, compression in [("ps", "none"), ("ps", "fp16"), ("ps", "int8"), ("ralp", "fp16")]:
+        for strategy, compression in [("ps", "none"), ("ps", "fp16"), ("ps", "int8"), ("ralp", "fp16"),
+                                      ("ralp", "auto")]:
             cfg = RunConfig(model="alexnet_cifar", strategy=strategy, workers=2, steps=3, warmup_steps=1,
                             compression=compression, bandwidth="1gbit").validate()
             rows[strategy, compression] = run_one(cfg, launcher)
@@ -317,6 +339,8 @@ def test_measured_bytes_drop_as_predicted(emulated_rows):
         expected = (4 + push_bytes) / 8
         assert abs(ratio - expected) <= 0.10 * expected, (compression, ratio, expected)
     # RALP: tower pulls stay fp32; activations, their gradients and tower gradients travel in fp16
+    picked = emulated_rows["ralp", "auto"]
+    assert picked["compression"] == "auto" and picked["plan"].startswith("ralp+")  # the row names the codec
     ralp = emulated_rows["ralp", "fp16"]
     p_tower, _, floats, _, _ = model_profile("alexnet_cifar").split_sizes(ralp["cut_layer"])
     expected = 2 * (4 * p_tower + 2 * 32 * floats + 2 * 32 * floats + 2 * p_tower)  # 2 workers, B = 32

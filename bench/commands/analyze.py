@@ -26,7 +26,8 @@ def register(subparsers):
     p.add_argument("--latency", help="one-way latency, e.g. 0.1ms, 50us (default: the hardware's)")
     p.add_argument("--hardware", help="preset (v100-10gbe, a100-ib100, h100-400g, local) or a JSON file "
                                       "(default: v100-10gbe)")
-    p.add_argument("--compression", default=None, help="none | fp16 | int8 | topk:FRACTION (gradient traffic)")
+    p.add_argument("--compression", default=None, help="none | fp16 | int8 | topk:FRACTION | auto (gradient traffic; auto: the analyzer "
+                        "picks the codec as well)")
     p.add_argument("--overlap", action="store_true", help="assume communication fully overlaps computation")
     p.add_argument("--all-cuts", action="store_true", help="also try cuts that put convolutions on the PS")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
@@ -50,7 +51,8 @@ def run(args) -> int:
     _validate(args)
     get_spec(args.model)  # unknown model: fail before building anything
     compression = None if args.compression in (None, "none") else args.compression
-    parse_compression(compression)
+    if compression != "auto":
+        parse_compression(compression)
     hardware = load_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
                              latency=args.latency)
 
@@ -86,7 +88,10 @@ def _as_json(profile, plan, hardware, settings):
         "cut_points": profile.cut_points, "first_dense_cut": profile.first_dense_cut(),
         "predictions": {s: prediction(p) for s, p in plan.predictions.items()},
         "plan": {"strategy": plan.strategy, "cut": plan.cut, "split": plan.split,
-                 "split_possible": plan.split_possible, "reason": plan.reason},
+                 "split_possible": plan.split_possible, "compression": plan.compression or "none",
+                 "step_time_by_compression": {codec: p.predictions[p.strategy].step_time_s
+                                              for codec, p in plan.by_compression.items()},
+                 "reason": plan.reason},
         "notes": profile.notes,
     }
 
@@ -128,7 +133,8 @@ def _print_tables(profile, plan, hardware, settings, plot_path):
 
     title = (f"Predicted step: {settings['workers']} workers x {settings['batch_size']} images, "
              f"{settings['ps']} PS, {'overlapped' if settings['overlap'] else 'no overlap'}"
-             + (f", {settings['compression']}" if settings["compression"] else ""))
+             + (f", compression {settings['compression']}" if settings["compression"] else "")
+             + (f" (picked: {plan.compression or 'none'})" if settings["compression"] == "auto" else ""))
     table = Table(title=title)
     for col in ("strategy", "cut", "step time", "images/s", "compute", "comm", "worker tx", "worker rx",
                 "PS tx", "PS rx", "bottleneck"):

@@ -100,9 +100,6 @@ def publish(rows, args):
     """Store the rows (unless --no-store), print the report for them.
 
     Returns (exit code: 3 if any configuration failed, run id, the stored rows)."""
-    import pandas as pd
-
-    from bench.report import build_report, to_markdown
     from bench.results import ResultStore, environment_fields, new_run_id
 
     env = environment_fields()
@@ -110,9 +107,18 @@ def publish(rows, args):
     rows = [{**row, **env, "run_id": run_id} for row in rows]
     if not args.no_store:
         ResultStore(args.results).write_run(rows, run_id=run_id)
+    return print_summary(rows, run_id), run_id, rows
+
+
+def print_summary(rows, run_id):
+    """The speedup table on stdout, one error line per failed configuration; the exit code."""
+    import pandas as pd
+
+    from bench.report import build_report, to_markdown
+
     print(to_markdown(build_report(pd.DataFrame(rows), title=f"ralp-bench run {run_id}")[0]))
     failed = [r for r in rows if r["status"] != "ok"]
     for r in failed:
         print(f"ralp-bench: error: {r['model']} {r['strategy']} x{r['workers']} failed: {r['failure']}",
               file=sys.stderr)
-    return (3 if failed else 0), run_id, rows
+    return 3 if failed else 0

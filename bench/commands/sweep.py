@@ -2,11 +2,18 @@
 
 Points sharing a cluster (same workers, PS count and link settings) run on
 one emulated cluster; a failed point becomes a failed row and the sweep goes
-on. At the end the report (Markdown, HTML, PNGs) is written next to the store.
+on. Each finished point is journaled at once (results/pending/<run>.jsonl), so
+a sweep that is interrupted or dies keeps what it measured; ``--resume RUN``
+runs only the points that run has no row for, then stores the whole run. At
+the end the report (Markdown, HTML, PNGs) is written next to the store.
 """
 import argparse
 import sys
 from itertools import groupby
+
+# A journaled row stands for the sweep point with the same values of these fields.
+POINT_FIELDS = ("model", "dataset", "batch_size", "workers", "ps", "strategy", "compression", "steps",
+                "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to")
 
 
 def register(subparsers):
@@ -20,12 +27,13 @@ def register(subparsers):
     p.set_defaults(func=run, cluster=None, latency=None)
     p.add_argument("--bandwidth", default=None, help="override every point's link rate")
     p.add_argument("--report-dir", default=None, help="where to write the report (default RESULTS/report)")
+    p.add_argument("--resume", default=None, metavar="RUN",
+                   help="continue an interrupted sweep: run the points RUN has no row for, then store RUN")
     p.add_argument("--dry-run", action="store_true", help="list the points and exit")
 
 
 def run(args):
     from bench.data import validate_data
-    from bench.harness import run_one
     from bench.progress import RunProgress
     from bench.sweep import load_sweep
 
@@ -36,27 +44,88 @@ def run(args):
         for p in sweep.points:
             print(f"{p.config.model} {p.config.strategy} workers={p.config.workers} {p.cluster}")
         return 0
-    print(f"sweep {sweep.name}: {len(sweep.points)} configurations. {sweep.description}", file=sys.stderr)
+    journal = _Journal(args)
+    print(f"sweep {sweep.name}: {len(sweep.points)} configurations, run {journal.run_id}"
+          f"{f' ({len(journal.done)} already done)' if journal.done else ''}. {sweep.description}",
+          file=sys.stderr)
     progress = RunProgress(len(sweep.points), quiet=args.quiet)
-    rows = []
     try:
-        ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
-        for _, group in groupby(ordered, key=lambda p: p.cluster_key()):
-            group = list(group)
-            cluster_args = _cluster_args(args, group[0])
-            launcher = _launcher_or_failed_rows(cluster_args, group, rows, progress)
-            if launcher is None:
-                continue
-            with launcher:
-                for point in group:
-                    point.config.bandwidth = cluster_args.bandwidth
-                    row = run_one(point.config, launcher, on_progress=progress.callback(point.config),
-                                  echo=args.verbose)
-                    rows.append(row)
-                    progress.finished(point.config, row)
-    finally:
+        _run_points(sweep, args, journal, progress)
+    except BaseException:
         progress.close()
-    return _publish(rows, args, sweep)
+        if journal.rows:
+            print(f"ralp-bench: sweep stopped; {len(journal.rows)} finished configurations kept in "
+                  f"{journal.path}; continue with: ralp-bench sweep {args.file} --resume {journal.run_id}",
+                  file=sys.stderr)
+        raise
+    progress.close()
+    return _publish(journal, args, sweep)
+
+
+def _run_points(sweep, args, journal, progress):
+    from bench.harness import run_one
+
+    ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
+    for _, group in groupby(ordered, key=lambda p: p.cluster_key()):
+        group = list(group)
+        cluster_args = _cluster_args(args, group[0])
+        launcher = _launcher_or_failed_rows(cluster_args, group, journal, progress)
+        if launcher is None:
+            continue
+        todo = []
+        for point in group:
+            point.config.bandwidth = cluster_args.bandwidth
+            if journal.has(point.config, launcher.cluster_fields()):
+                progress.skipped(point.config)
+            else:
+                todo.append(point)
+        if not todo:
+            continue
+        with launcher:
+            for point in todo:
+                row = run_one(point.config, launcher, on_progress=progress.callback(point.config),
+                              echo=args.verbose)
+                journal.add(row)
+                progress.finished(point.config, row)
+
+
+class _Journal:
+    """The sweep's rows, journaled one by one into the result store's pending run."""
+
+    def __init__(self, args):
+        from bench.errors import UserError
+        from bench.results import ResultStore, environment_fields, new_run_id
+
+        self.store = None if args.no_store else ResultStore(args.results)
+        self.env = environment_fields()
+        self.rows, self.done = [], set()
+        if args.resume:
+            if self.store is None:
+                raise UserError("--resume needs the result store; drop --no-store")
+            if args.resume not in self.store.pending_run_ids():
+                pending = ", ".join(self.store.pending_run_ids()) or "none"
+                raise UserError(f"no interrupted sweep {args.resume!r} in {self.store.pending_dir} "
+                                f"(pending runs: {pending})")
+            self.run_id = args.resume
+            self.done = {self.key(r) for r in self.store.read_pending(self.run_id)}
+        else:
+            self.run_id = new_run_id()
+        self.path = self.store.pending_dir / f"{self.run_id}.jsonl" if self.store else None
+
+    @staticmethod
+    def key(row):
+        return tuple(None if row.get(k) is None else str(row[k]) for k in POINT_FIELDS)
+
+    def has(self, cfg, cluster_fields):
+        from bench.harness import failed_row
+
+        return self.key(failed_row(cfg, "", cluster_fields)) in self.done
+
+    def add(self, row):
+        row = {**row, **self.env, "run_id": self.run_id}
+        self.rows.append(row)
+        if self.store is not None:
+            self.store.append_rows(self.run_id, [row])
 
 
 def _cluster_args(args, point):
@@ -71,7 +140,7 @@ def _cluster_args(args, point):
     return argparse.Namespace(**merged)
 
 
-def _launcher_or_failed_rows(cluster_args, group, rows, progress):
+def _launcher_or_failed_rows(cluster_args, group, journal, progress):
     from bench.commands.run import make_launcher
     from bench.errors import UserError
     from bench.harness import failed_row
@@ -80,22 +149,26 @@ def _launcher_or_failed_rows(cluster_args, group, rows, progress):
         return make_launcher(cluster_args, group[0].config.workers, group[0].config.ps)
     except UserError as exc:
         for point in group:
-            rows.append(failed_row(point.config, f"cluster: {exc}"))
-            progress.finished(point.config, rows[-1])
+            journal.add(failed_row(point.config, f"cluster: {exc}"))
+            progress.finished(point.config, journal.rows[-1])
         return None
 
 
-def _publish(rows, args, sweep):
+def _publish(journal, args, sweep):
     from pathlib import Path
 
     import pandas as pd
 
-    from bench.commands.run import publish
+    from bench.commands.run import print_summary
     from bench.report import write_report
 
-    code, _, stored = publish(rows, args)
-    df = pd.DataFrame(stored)
+    if journal.store is not None:
+        journal.store.commit_run(journal.run_id)
+        stored = journal.store.load([journal.run_id], quiet=True)
+    else:
+        stored = pd.DataFrame(journal.rows)
+    code = print_summary(stored.to_dict("records"), journal.run_id)
     out = Path(args.report_dir or Path(args.results) / "report")
-    write_report(df, out, title=f"ralp-bench sweep {sweep.name}")
+    write_report(stored, out, title=f"ralp-bench sweep {sweep.name}")
     print(f"report: {out / 'report.md'}, {out / 'index.html'} and PNGs in {out}", file=sys.stderr)
     return code

@@ -1,0 +1,111 @@
+"""Sweep files: validation before anything runs, and an interrupted sweep resumed without re-running
+what it already measured."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.errors import UserError
+from bench.sweep import load_sweep
+from conftest import ROOT, our_processes
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_shipped_sweeps_expand_to_their_grids():
+    headline = load_sweep(str(ROOT / "sweeps" / "headline.toml"))
+    # 3 models x 4 strategies x 2 worker counts x 2 link settings
+    assert len(headline.points) == 48
+    assert {p.config.strategy for p in headline.points} == {"ps", "horovod", "ralp", "auto"}
+    assert {(p.cluster.get("bandwidth"), p.cluster.get("scale_to")) for p in headline.points} == \
+        {("1gbit", None), (None, "v100-10gbe")}
+    main = load_sweep(str(ROOT / "sweeps" / "main.toml"))
+    assert len(main.points) == 9 and {p.config.workers for p in main.points} == {2}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[[grid]]\nmodel = 'alexnet_cifar'\nwrokers = 2\n", "unknown key 'wrokers'"),
+    ("[[grid]]\nmodel = 'nosuchnet'\n", "nosuchnet"),
+    ("[[grid]]\nmodel = ['alexnet_cifar'\n", "not valid TOML"),
+    ("[[grid]]\nmodel = 'alexnet_cifar'\nstrategy = []\n", "grid is empty"),
+])
+def test_bad_sweep_files_are_refused_before_anything_runs(tmp_path, text, message):
+    with pytest.raises(UserError, match=message):
+        load_sweep(_write(tmp_path, text))
+
+
+def test_missing_sweep_file_exits_2_with_one_line(cli, tmp_path):
+    proc = cli("sweep", tmp_path / "none.toml")
+    assert proc.returncode == 2 and "not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _sweep(tmp_path, *extra):
+    spec = _write(tmp_path, """name = "resume"
+[defaults]
+model = "lenet_mnist"
+dataset = "synthetic"
+batch_size = 8
+workers = 2
+steps = 1
+warmup_steps = 0
+[[grid]]
+strategy = ["ps", "horovod"]
+""")
+    argv = [sys.executable, "-m", "bench.cli", "sweep", spec, "--cluster", "local", "--quiet",
+            "--results", tmp_path / "results", *extra]
+    return subprocess.Popen(list(map(str, argv)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def test_interrupted_sweep_keeps_its_rows_and_resumes(tmp_path):
+    pending = tmp_path / "results" / "pending"
+    proc = _sweep(tmp_path)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if any(p.read_text().count("\n") >= 1 for p in pending.glob("*.jsonl")):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()[1]
+        time.sleep(3)  # the second point is starting
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    journals = list(pending.glob("*.jsonl"))
+    assert len(journals) == 1
+    run_id = journals[0].stem
+    rows = [json.loads(line) for line in journals[0].read_text().splitlines()]
+    assert [r["strategy"] for r in rows] == ["ps"] and rows[0]["status"] == "ok"
+    assert f"--resume {run_id}" in err
+    assert not (tmp_path / "results" / "runs").exists()  # nothing half-stored
+    assert our_processes() == []
+
+    proc = _sweep(tmp_path, "--resume", run_id)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert "1 already done" in err
+    stored = sorted((tmp_path / "results" / "runs").glob("*.csv"))
+    assert [p.stem for p in stored] == [run_id]
+    import pandas as pd
+    df = pd.read_csv(stored[0])
+    assert sorted(df["strategy"]) == ["horovod", "ps"] and set(df["status"]) == {"ok"}
+    # the ps row is the one measured before the interruption, not a second run of it
+    assert df.loc[df["strategy"] == "ps", "started_at"].item() == rows[0]["started_at"]
+    assert list(pending.glob("*.jsonl")) == []
+
+
+def test_resume_of_an_unknown_run_is_refused(cli, tmp_path):
+    spec = _write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")
+    proc = cli("sweep", spec, "--results", tmp_path / "results", "--resume", "nope-1")
+    assert proc.returncode == 2 and "no interrupted sweep 'nope-1'" in proc.stderr
