@@ -7,7 +7,6 @@ fails becomes a row with status "failed" and the reason, never a dropped row.
 import json
 import os
 import tempfile
-import time
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 

@@ -7,7 +7,6 @@ host, ranks 1..S are PS tasks, the rest workers; horovod needs only W ranks.
 Rank 0 writes the result JSON to --out.
 """
 import argparse
-import json
 import os
 import sys
 

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -10,7 +11,10 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Every process this test session starts inherits the tag, so checks for left-over
 # processes see only ours, not those of another run on the same machine.
-TEST_TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+# This file may be imported twice (as 'conftest' by pytest, as 'tests.conftest' by test modules):
+# both copies must share one tag, so an inherited tag of this very process is kept.
+_inherited = os.environ.get("RALP_TEST_TAG", "")
+TEST_TAG = _inherited if _inherited.startswith(f"{os.getpid()}-") else f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 os.environ["RALP_TEST_TAG"] = TEST_TAG
 
 
@@ -48,6 +52,36 @@ def ralp_bench(*args, timeout=600, cwd=None):
     """Run the real CLI in a subprocess; return CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-m", "bench.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def start_cli(*args):
+    """Start the real CLI in the background (pipes for stdout/stderr, text)."""
+    return subprocess.Popen([sys.executable, "-m", "bench.cli", *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def wait_for_rank(rank, proc, seconds=240):
+    """PIDs of rank ``rank`` once it runs; fails if ``proc`` ends or time runs out first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        pids = rank_pids(rank)
+        if pids:
+            return pids
+        time.sleep(2)
+    raise AssertionError(f"rank {rank} never started" + (f": {proc.communicate()[1][-2000:]}" if proc.poll() else ""))
+
+
+def signal_and_wait(proc, pid, sig, timeout=180):
+    """Send ``sig`` to ``pid`` (a rank, or the CLI itself) and return the CLI's (stdout, stderr);
+    the CLI is killed if it outlives ``timeout``, so a failing test leaves nothing behind."""
+    try:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        os.kill(pid, sig)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 @pytest.fixture

@@ -4,10 +4,7 @@ Correctness, not speed: with the same seed and data, sync PS, Horovod and RALP
 at 2 workers must end at the parameters that single-process SGD on the global
 batch reaches; a worker that dies must end the run with an error naming it.
 """
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -16,7 +13,7 @@ import pytest
 from bench.config import RunConfig
 from bench.harness import run_one
 from bench.launch.local import LocalLauncher
-from tests.conftest import ROOT, our_processes, rank_pids
+from tests.conftest import our_processes, signal_and_wait, start_cli, wait_for_rank
 
 MODEL, STEPS, WARMUP, BATCH, LR = "lenet_mnist", 3, 1, 16, 0.05
 
@@ -68,37 +65,18 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
         assert row["cut_layer"] == "flatten"
 
 
-def _rank_pids(rank):
-    return rank_pids(rank)
-
-
-def _leftovers():
-    return our_processes()
-
-
 def test_killed_worker_ends_run_with_named_rank(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--cluster", "local", "--model", MODEL,
-                             "--strategy", "ps", "--workers", "2", "--batch-size", "8", "--steps", "100000",
-                             "--step-timeout", "60", "--quiet", "--results", str(tmp_path / "results")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        victim, deadline = [], time.monotonic() + 240
-        while not victim and time.monotonic() < deadline:
-            time.sleep(2)
-            victim = _rank_pids(3)  # rank 3 = worker 1 (chief, ps, worker 0, worker 1)
-        assert victim, "worker rank never started"
-        time.sleep(25)  # let training get going
-        assert proc.poll() is None, proc.communicate()[1]
-        os.kill(victim[0], signal.SIGKILL)
-        out, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
+                     "--batch-size", "8", "--steps", "100000", "--step-timeout", "60", "--quiet",
+                     "--results", tmp_path / "results")
+    victim = wait_for_rank(3, proc)  # rank 3 = worker 1 (chief, ps, worker 0, worker 1)
+    time.sleep(25)  # let training get going
+    _, err = signal_and_wait(proc, victim[0], signal.SIGKILL)
     assert proc.returncode == 3, err
     assert "rank 3 (worker 1) died (SIGKILL)" in err
     assert "Traceback" not in err
     time.sleep(1)
-    assert _leftovers() == []
+    assert our_processes() == []
     # the failure is recorded as a row, not dropped
     from bench.results import ResultStore
     df = ResultStore(str(tmp_path / "results")).load()

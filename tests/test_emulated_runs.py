@@ -2,10 +2,7 @@
 
 Needs root and network namespaces (skipped with the reason otherwise).
 """
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,8 +10,7 @@ import pytest
 from bench.config import RunConfig
 from bench.harness import run_one
 from bench.launch.netns import can_emulate, netns_list
-from tests.conftest import ROOT
-from tests.test_distributed import _leftovers, _rank_pids
+from tests.conftest import our_processes, signal_and_wait, start_cli, wait_for_rank
 
 OK, WHY = can_emulate()
 pytestmark = pytest.mark.skipif(not OK, reason=f"no emulated cluster here: {WHY}")
@@ -57,54 +53,32 @@ def test_measured_bytes_within_ten_percent_of_the_cost_model(four_worker_rows, s
 
 def test_normal_run_leaves_nothing(four_worker_rows):
     assert _our_namespaces() == []
-    assert _leftovers() == []
+    assert our_processes() == []
 
 
 def _start_run(tmp_path, steps):
-    return subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--cluster", "emulated", "--model",
-                             "lenet_mnist", "--strategy", "ps", "--workers", "2", "--batch-size", "8",
-                             "--steps", str(steps), "--quiet", "--results", str(tmp_path / "results")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_rank(rank, proc, seconds=240):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and proc.poll() is None:
-        pids = _rank_pids(rank)
-        if pids:
-            return pids
-        time.sleep(2)
-    raise AssertionError("rank never started")
+    return start_cli("run", "--cluster", "emulated", "--model", "lenet_mnist", "--strategy", "ps", "--workers", "2",
+                     "--batch-size", "8", "--steps", steps, "--quiet", "--results", tmp_path / "results")
 
 
 def test_failed_run_leaves_nothing(tmp_path):
     proc = _start_run(tmp_path, 100000)
-    try:
-        victim = _wait_for_rank(3, proc)
-        time.sleep(20)
-        os.kill(victim[0], signal.SIGKILL)
-        _, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    victim = wait_for_rank(3, proc)
+    time.sleep(20)
+    _, err = signal_and_wait(proc, victim[0], signal.SIGKILL)
     assert proc.returncode == 3 and "rank 3 (worker 1) died" in err, err
     assert _our_namespaces() == []
-    assert _leftovers() == []
+    assert our_processes() == []
 
 
 def test_interrupted_run_leaves_nothing(tmp_path):
     proc = _start_run(tmp_path, 100000)
-    try:
-        _wait_for_rank(2, proc)
-        time.sleep(10)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_for_rank(2, proc)
+    time.sleep(10)
+    _, err = signal_and_wait(proc, proc.pid, signal.SIGINT, timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert _our_namespaces() == []
-    assert _leftovers() == []
+    assert our_processes() == []
     # an interrupted run writes no half result file
     assert not (tmp_path / "results" / "runs").exists() or not list((tmp_path / "results" / "runs").iterdir())

@@ -1,17 +1,14 @@
 """Sweep files: validation before anything runs, and an interrupted sweep resumed without re-running
 what it already measured."""
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from bench.errors import UserError
 from bench.sweep import load_sweep
-from conftest import ROOT, our_processes
+from tests.conftest import ROOT, our_processes, signal_and_wait, start_cli
 
 
 def _write(tmp_path, text):
@@ -59,28 +56,19 @@ warmup_steps = 0
 [[grid]]
 strategy = ["ps", "horovod"]
 """)
-    argv = [sys.executable, "-m", "bench.cli", "sweep", spec, "--cluster", "local", "--quiet",
-            "--results", tmp_path / "results", *extra]
-    return subprocess.Popen(list(map(str, argv)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    return start_cli("sweep", spec, "--cluster", "local", "--quiet", "--results", tmp_path / "results", *extra)
 
 
 def test_interrupted_sweep_keeps_its_rows_and_resumes(tmp_path):
     pending = tmp_path / "results" / "pending"
     proc = _sweep(tmp_path)
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:
-            if any(p.read_text().count("\n") >= 1 for p in pending.glob("*.jsonl")):
-                break
-            time.sleep(0.5)
-        assert proc.poll() is None, proc.communicate()[1]
-        time.sleep(3)  # the second point is starting
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if any(p.read_text().count("\n") >= 1 for p in pending.glob("*.jsonl")):
+            break
+        time.sleep(0.5)
+    time.sleep(3)  # the second point is starting
+    _, err = signal_and_wait(proc, proc.pid, signal.SIGINT, timeout=120)
     assert proc.returncode == 130, err
     journals = list(pending.glob("*.jsonl"))
     assert len(journals) == 1

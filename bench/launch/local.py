@@ -1,7 +1,7 @@
 """All ranks on this machine over loopback: no shaped links, no per-host bytes."""
 import os
 import sys
-from typing import Dict, List
+from typing import Dict
 
 from bench.launch.base import LaunchSpec, Launcher, mpirun_path
 
