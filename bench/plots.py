@@ -46,6 +46,35 @@ def _save(fig, path):
     return path
 
 
+LINK_KEYS = ("link_bps", "ps_link_bps", "scaled_to")
+
+
+def format_rate(bits_per_s):
+    """1e9 -> '1 Gbit/s' (what tables and legends print for link rates)."""
+    for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bits_per_s >= size:
+            return f"{bits_per_s / size:.3g} {unit}"
+    return f"{bits_per_s:.3g} bit/s"
+
+
+def _present(value):
+    return value is not None and value == value  # not None, not NaN
+
+
+def _link_label(row, extra_keys):
+    """A scaled link is named by its preset (its emulated rate changes with the worker count,
+    which would split one series per worker count); otherwise by its rate."""
+    if "scaled_to" in extra_keys and _present(row.get("scaled_to")):
+        return f"scaled to {row['scaled_to']}"
+    parts = []
+    if "link_bps" in extra_keys and _present(row.get("link_bps")):
+        parts.append(format_rate(row["link_bps"]))
+    ps_rate = row.get("ps_link_bps")
+    if "ps_link_bps" in extra_keys and _present(ps_rate) and ps_rate != row.get("link_bps"):
+        parts.append(f"PS {format_rate(ps_rate)}")
+    return ", ".join(parts)
+
+
 def _short(key, value):
     if key == "run_id":  # 20261202T163000Z-ab12cd -> run ab12cd
         return "run " + str(value).rsplit("-", 1)[-1][:12]
@@ -53,8 +82,10 @@ def _short(key, value):
 
 
 def _variant(row, extra_keys):
-    """The varying configuration of a row (run, compression, ...) as a short label."""
-    return ", ".join(_short(k, row[k]) for k in extra_keys if row.get(k) is not None)
+    """The varying configuration of a row (run, compression, link ...) as a short label."""
+    parts = [_short(k, row[k]) for k in extra_keys if k not in LINK_KEYS and _present(row.get(k))]
+    link = _link_label(row, extra_keys)
+    return ", ".join(parts + ([link] if link else []))
 
 
 def _series_label(row, extra_keys):
@@ -125,6 +156,16 @@ def bytes_plot(summary, extra_keys, path):
     data = summary[has_bytes]
     if data.empty:
         return None
+    # Bytes per step do not depend on the link rate: one bar group per strategy (and other
+    # variant), taken from the fastest unscaled link, which has the fewest TCP retransmissions.
+    link_keys = [k for k in extra_keys if k in LINK_KEYS]
+    extra_keys = [k for k in extra_keys if k not in LINK_KEYS]
+    links_shown = set()
+    if link_keys:
+        data = data.assign(_scaled=data["scaled_to"].notna(), _rate=data["link_bps"].fillna(0))
+        data = data.sort_values(["_scaled", "_rate"], ascending=[True, False])
+        data = data.drop_duplicates(["model", "workers", "strategy"] + extra_keys)
+        links_shown = {_link_label(r, link_keys) for _, r in data.iterrows()}
     models = list(dict.fromkeys(data["model"]))
     fig, axes = _figure(len(models), panel_size=(6.0, 4.2))
     bars = [("bytes_worker_measured", "per worker, measured", "#4c72b0", None),
@@ -161,7 +202,8 @@ def bytes_plot(summary, extra_keys, path):
         ax.set_xlabel("strategy", fontsize=FONT_SIZE)
         ax.grid(True, axis="y", alpha=0.3)
         ax.tick_params(axis="y", labelsize=FONT_SIZE - 1)
-    fig.suptitle("Network bytes per training step (1 MB = 10^6 bytes)", fontsize=FONT_SIZE + 2)
+    links = f", links {' / '.join(sorted(links_shown))}" if links_shown else ""
+    fig.suptitle(f"Network bytes per training step (1 MB = 10^6 bytes{links})", fontsize=FONT_SIZE + 2)
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", fontsize=FONT_SIZE,
                ncols=len(handles))
     return _save(fig, path)

@@ -140,10 +140,7 @@ def fmt_key(key, value):
     if _missing(value):
         return "—"
     if key in ("link_bps", "ps_link_bps"):
-        for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-            if value >= size:
-                return f"{value / size:g} {unit}"
-        return f"{value:g} bit/s"
+        return plots.format_rate(value)
     if key == "latency_s":
         return f"{value * 1e3:g} ms"
     if isinstance(value, float) and value.is_integer():

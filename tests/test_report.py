@@ -152,6 +152,22 @@ def test_varying_configuration_becomes_a_column(tmp_path):
     assert _row(table, "alexnet", 2, "none")[3:] == ["100.0", "400.0 (4.00× ps)"]
 
 
+def test_plot_series_follow_the_link_setting_not_its_rate():
+    """A scaled link's rate changes with the worker count (48 Mbit/s at 2, 24 at 4): its points
+    form one series named by the preset; a plain link is named by its rate, in table units."""
+    from bench import plots
+
+    keys = ["link_bps", "ps_link_bps", "scaled_to"]
+    scaled2 = dict(strategy="ralp", link_bps=48.2e6, ps_link_bps=48.2e6, scaled_to="v100-10gbe")
+    scaled4 = dict(scaled2, link_bps=24.1e6, ps_link_bps=24.1e6)
+    plain = dict(strategy="ralp", link_bps=1e9, ps_link_bps=1e9, scaled_to=None)
+    assert plots._series_label(scaled2, keys) == plots._series_label(scaled4, keys) == \
+        "ralp (scaled to v100-10gbe)"
+    assert plots._series_label(plain, keys) == "ralp (1 Gbit/s)"
+    assert plots._series_label(dict(plain, ps_link_bps=1e10), keys) == "ralp (1 Gbit/s, PS 10 Gbit/s)"
+    assert report.fmt_key("link_bps", 48234411.8) == "48.2 Mbit/s"
+
+
 def test_compare_marks_faster_slower_unchanged_and_one_sided_rows(store):
     a, b = store.load([RUN_A], quiet=True), store.load([RUN_B], quiet=True)
     result, counts = report.compare(a, b, threshold=0.10)
