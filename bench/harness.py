@@ -6,6 +6,7 @@ fails becomes a row with status "failed" and the reason, never a dropped row.
 """
 import json
 import os
+import sys
 import tempfile
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional
@@ -67,10 +68,12 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
                 run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
                            on_progress=on_progress, echo=echo, result_path=out)
                 break
-            except LaunchStalled:
+            except LaunchStalled as exc:
                 launcher.after_run()  # a lost daemon is transient: clean up and launch once more
                 if attempt == 2:
                     raise
+                print(f"ralp-bench: note: {cfg.model} {strategy} x{cfg.workers}: {exc}; launching once more",
+                      file=sys.stderr, flush=True)
         with open(out) as f:
             result = json.load(f)
     except RunFailed as exc:
