@@ -12,6 +12,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from ralp.hardware import format_bandwidth
+
 STRATEGY_COLORS = {"ps": "#d62728", "ps-async": "#ff7f0e", "horovod": "#1f77b4",
                    "ralp": "#2ca02c", "auto": "#9467bd"}
 _OTHER_COLORS = ["#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
@@ -49,14 +51,6 @@ def _save(fig, path):
 LINK_KEYS = ("link_bps", "ps_link_bps", "scaled_to")
 
 
-def format_rate(bits_per_s):
-    """1e9 -> '1 Gbit/s' (what tables and legends print for link rates)."""
-    for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bits_per_s >= size:
-            return f"{bits_per_s / size:.3g} {unit}"
-    return f"{bits_per_s:.3g} bit/s"
-
-
 def _present(value):
     return value is not None and value == value  # not None, not NaN
 
@@ -68,10 +62,10 @@ def _link_label(row, extra_keys):
         return f"scaled to {row['scaled_to']}"
     parts = []
     if "link_bps" in extra_keys and _present(row.get("link_bps")):
-        parts.append(format_rate(row["link_bps"]))
+        parts.append(format_bandwidth(row["link_bps"]))
     ps_rate = row.get("ps_link_bps")
     if "ps_link_bps" in extra_keys and _present(ps_rate) and ps_rate != row.get("link_bps"):
-        parts.append(f"PS {format_rate(ps_rate)}")
+        parts.append(f"PS {format_bandwidth(ps_rate)}")
     return ", ".join(parts)
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench import plots
 from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
+from ralp.hardware import format_bandwidth
 
 STRATEGY_ORDER = ("ps", "ps-async", "horovod", "ralp", "auto")
 # Shown as table columns only when they take more than one value in the rows reported.
@@ -140,7 +141,7 @@ def fmt_key(key, value):
     if _missing(value):
         return "—"
     if key in ("link_bps", "ps_link_bps"):
-        return plots.format_rate(value)
+        return format_bandwidth(value)
     if key == "latency_s":
         return f"{value * 1e3:g} ms"
     if isinstance(value, float) and value.is_integer():

@@ -200,8 +200,11 @@ def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None,
     return replace(hardware, **changes) if changes else hardware
 
 
-def format_bandwidth(bits_per_s: float) -> str:
-    for unit, scale in (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+def format_bandwidth(bits_per_s: float, flag: bool = False) -> str:
+    """1e9 -> '1 Gbit/s' for tables and legends; with ``flag``, '1gbit', the form
+    ``parse_bandwidth`` reads back (for commands people copy)."""
+    for unit, scale in (("Tbit", 1e12), ("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
         if bits_per_s >= scale:
-            return f"{bits_per_s / scale:g} {unit}"
-    return f"{bits_per_s:g} b/s"
+            value = bits_per_s / scale
+            return f"{value:g}{unit.lower()}" if flag else f"{value:.3g} {unit}/s"
+    return f"{bits_per_s:g}bit" if flag else f"{bits_per_s:.3g} bit/s"

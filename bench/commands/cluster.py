@@ -11,14 +11,7 @@ from bench.errors import UserError
 from bench.launch import netns as nx
 from bench.launch.emulated import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
                                    find_stale, owner_alive, read_states)
-from ralp.hardware import parse_bandwidth, parse_latency  # one parser for the whole suite
-
-
-def _fmt_rate(bps):
-    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:g}{unit}"
-    return f"{bps:g}bit"
+from ralp.hardware import format_bandwidth, parse_bandwidth, parse_latency  # one parser for the whole suite
 
 
 def register(subparsers):
@@ -58,7 +51,7 @@ def _up(args):
     print(f"emulated cluster {cluster.name!r} up: {len(cluster.hosts)} hosts on {cluster.subnet}")
     for host in cluster.hosts:
         role = " (PS)" if host is cluster.hosts[0] else ""
-        print(f"  {host.netns:<14} {host.ip:<13} {host.iface}  {_fmt_rate(host.bandwidth_bps)}{role}")
+        print(f"  {host.netns:<14} {host.ip:<13} {host.iface}  {format_bandwidth(host.bandwidth_bps, flag=True)}{role}")
     print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD")
     print(f"remove it:      ralp-bench cluster down --name {cluster.name}")
     return 0
