@@ -7,7 +7,9 @@ exit code). Settings are parsed once here; commands never re-parse argv.
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from bench.errors import UserError
 
@@ -32,8 +34,25 @@ def build_parser():
     return parser
 
 
+def _stop_on_signals():
+    """Ctrl-C and `kill` must unwind through the cleanup (the finally blocks that stop mpirun's
+    process group and remove namespaces). A shell that starts us in the background hands us
+    SIGINT ignored, and Python's default SIGTERM ends the process without unwinding: so both
+    are set here, SIGINT to KeyboardInterrupt, SIGTERM to SystemExit(143)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum, frame):
+    print("ralp-bench: terminated", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _stop_on_signals()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

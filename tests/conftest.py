@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,10 +55,14 @@ def ralp_bench(*args, timeout=600, cwd=None):
                           timeout=timeout, cwd=cwd or ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
-def start_cli(*args):
-    """Start the real CLI in the background (pipes for stdout/stderr, text)."""
+def start_cli(*args, ignore_sigint=False):
+    """Start the real CLI in the background (pipes for stdout/stderr, text); ``ignore_sigint``
+    starts it the way a shell starts a background job, with SIGINT ignored."""
+    def preexec():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return subprocess.Popen([sys.executable, "-m", "bench.cli", *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                            preexec_fn=preexec if ignore_sigint else None)
 
 
 def wait_for_rank(rank, proc, seconds=240):

@@ -81,3 +81,25 @@ def test_killed_worker_ends_run_with_named_rank(tmp_path):
     from bench.results import ResultStore
     df = ResultStore(str(tmp_path / "results")).load()
     assert list(df["status"]) == ["failed"] and "worker 1" in df["failure"].iloc[0]
+
+
+def test_terminated_run_stops_every_rank(tmp_path):
+    """`kill` (SIGTERM) on the CLI unwinds like Ctrl-C: mpirun's process group is stopped, exit 143,
+    no result file half-written. Started with SIGINT ignored, as a background job is, Ctrl-C still works."""
+    proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
+                     "--batch-size", "8", "--steps", "100000", "--quiet", "--results", tmp_path / "results")
+    wait_for_rank(3, proc)
+    _, err = signal_and_wait(proc, proc.pid, signal.SIGTERM)
+    assert proc.returncode == 143 and "terminated" in err, err
+    time.sleep(1)
+    assert our_processes() == []
+    assert not (tmp_path / "results" / "runs").exists()
+
+    proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
+                     "--batch-size", "8", "--steps", "100000", "--quiet", "--results", tmp_path / "results",
+                     ignore_sigint=True)
+    wait_for_rank(3, proc)
+    _, err = signal_and_wait(proc, proc.pid, signal.SIGINT)
+    assert proc.returncode == 130 and "interrupted" in err, err
+    time.sleep(1)
+    assert our_processes() == []

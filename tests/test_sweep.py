@@ -66,8 +66,8 @@ def test_interrupted_sweep_keeps_its_rows_and_resumes(tmp_path):
     while time.time() < deadline and proc.poll() is None:
         if any(p.read_text().count("\n") >= 1 for p in pending.glob("*.jsonl")):
             break
-        time.sleep(0.5)
-    time.sleep(3)  # the second point is starting
+        time.sleep(0.2)
+    # the second point has just started (its launch takes seconds): interrupt it
     _, err = signal_and_wait(proc, proc.pid, signal.SIGINT, timeout=120)
     assert proc.returncode == 130, err
     journals = list(pending.glob("*.jsonl"))
