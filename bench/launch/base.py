@@ -116,7 +116,12 @@ class LaunchStalled(RunFailed):
     """mpirun never started every rank (a daemon lost on the way); safe to retry."""
 
 
-STARTUP_S = 150.0   # every rank must have reported its first phase by then
+# Every rank must have reported its first phase by then. Ranks report it ~0.3 s after they
+# start (before TensorFlow is imported), so 60 s is a wide margin even with 9 ranks on 2 cores.
+# What it catches: on the emulated cluster ~2-5% of launches lose an Open MPI daemon whose
+# out-of-band TCP connection fails (visible with --leave-session-attached: "unable to complete
+# a TCP connection"); the daemonized orted dies silently and mpirun would wait forever.
+STARTUP_S = 60.0
 EXIT_GRACE_S = 60.0  # once rank 0 wrote its result, how long the ranks get to exit
 
 
