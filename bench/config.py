@@ -65,9 +65,11 @@ class RunConfig:
             raise UserError(f"unknown strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
         from ralp.compression import get_codec
 
+        # One spelling from here on: planning, predictions and rows compare it as text.
+        self.compression = str(self.compression).strip().lower()
         if self.compression != "auto":  # auto: the analyzer picks (bench.planning)
             get_codec(self.compression)  # a bad codec spec fails here, before anything is launched
-        if self.strategy == "ps-async" and str(self.compression).strip().lower() != "none":
+        if self.strategy == "ps-async" and self.compression != "none":
             raise UserError("ps-async does not support --compression; use --compression none, or ps/ralp/horovod")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise UserError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")

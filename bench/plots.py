@@ -12,6 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from bench.results import is_missing
 from ralp.hardware import format_bandwidth
 
 STRATEGY_COLORS = {"ps": "#d62728", "ps-async": "#ff7f0e", "horovod": "#1f77b4",
@@ -51,20 +52,16 @@ def _save(fig, path):
 LINK_KEYS = ("link_bps", "ps_link_bps", "scaled_to")
 
 
-def _present(value):
-    return value is not None and value == value  # not None, not NaN
-
-
 def _link_label(row, extra_keys):
     """A scaled link is named by its preset (its emulated rate changes with the worker count,
     which would split one series per worker count); otherwise by its rate."""
-    if "scaled_to" in extra_keys and _present(row.get("scaled_to")):
+    if "scaled_to" in extra_keys and not is_missing(row.get("scaled_to")):
         return f"scaled to {row['scaled_to']}"
     parts = []
-    if "link_bps" in extra_keys and _present(row.get("link_bps")):
+    if "link_bps" in extra_keys and not is_missing(row.get("link_bps")):
         parts.append(format_bandwidth(row["link_bps"]))
     ps_rate = row.get("ps_link_bps")
-    if "ps_link_bps" in extra_keys and _present(ps_rate) and ps_rate != row.get("link_bps"):
+    if "ps_link_bps" in extra_keys and not is_missing(ps_rate) and ps_rate != row.get("link_bps"):
         parts.append(f"PS {format_bandwidth(ps_rate)}")
     return ", ".join(parts)
 
@@ -77,7 +74,7 @@ def _short(key, value):
 
 def _variant(row, extra_keys):
     """The varying configuration of a row (run, compression, link ...) as a short label."""
-    parts = [_short(k, row[k]) for k in extra_keys if k not in LINK_KEYS and _present(row.get(k))]
+    parts = [_short(k, row[k]) for k in extra_keys if k not in LINK_KEYS and not is_missing(row.get(k))]
     link = _link_label(row, extra_keys)
     return ", ".join(parts + ([link] if link else []))
 

@@ -57,7 +57,7 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     phase(rank, "planning")
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
     strategy_name = plan["strategy"]
-    cfg = replace(cfg, compression=plan.get("compression") or cfg.compression)  # 'auto' resolved on rank 0
+    cfg = replace(cfg, compression=plan["compression"])  # 'auto' is resolved on rank 0
     cls = strategy_class(strategy_name)
     if cls.uses_tf_cluster and all(r.job == "worker" for r in roles):
         raise UserError(f"{strategy_name} needs 1 chief + {cfg.ps} ps + {cfg.workers} worker ranks "

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import plots
-from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
+from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame, is_missing
 from ralp.hardware import format_bandwidth
 
 STRATEGY_ORDER = ("ps", "ps-async", "horovod", "ralp", "auto")
@@ -82,7 +82,7 @@ def summarize(df, keys):
             record.update({m: math.nan for m in MEASURES})
             record.update(status="failed", repeats=len(rows), plan=_first(rows["plan"]),
                           cut_layer=None, failure=_first(rows["failure"]) or "no reason recorded")
-        records.append({k: (None if _missing(v) else v) for k, v in record.items()})
+        records.append({k: (None if is_missing(v) else v) for k, v in record.items()})
     summary = pd.DataFrame.from_records(records)
     if summary.empty:
         return summary
@@ -110,14 +110,10 @@ def _first(column):
     return values.iloc[0] if len(values) else None
 
 
-def _missing(value):
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
 # ---------------------------------------------------------------- formatting -----------------
 
 def fmt_bytes(value):
-    if _missing(value):
+    if is_missing(value):
         return "—"
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(value) >= size:
@@ -126,19 +122,19 @@ def fmt_bytes(value):
 
 
 def fmt_rate(value):
-    if _missing(value):
+    if is_missing(value):
         return "—"
     return f"{value:,.0f}" if value >= 1000 else f"{value:,.1f}"
 
 
 def fmt_seconds(value):
-    if _missing(value):
+    if is_missing(value):
         return "—"
     return f"{value:.3g} s"
 
 
 def fmt_key(key, value):
-    if _missing(value):
+    if is_missing(value):
         return "—"
     if key in ("link_bps", "ps_link_bps"):
         return format_bandwidth(value)
@@ -151,7 +147,7 @@ def fmt_key(key, value):
 
 def fmt_discrepancy(measured, predicted):
     """Relative error of the prediction, flagged with ⚠ beyond DISCREPANCY_LIMIT."""
-    if _missing(measured) or _missing(predicted) or not predicted:
+    if is_missing(measured) or is_missing(predicted) or not predicted:
         return "—"
     error = (measured - predicted) / predicted
     flag = " ⚠" if abs(error) > DISCREPANCY_LIMIT else ""
@@ -210,7 +206,7 @@ def _throughput_cell(row, baselines):
     if row["strategy"] == "auto" and row.get("plan"):
         text += f" [ran {row['plan']}]"
     speedups = [f"{rate / base:.2f}× {name}" for name, base in baselines.items()
-                if name != row["strategy"] and not _missing(rate) and not _missing(base) and base > 0]
+                if name != row["strategy"] and not is_missing(rate) and not is_missing(base) and base > 0]
     return text + (f" ({', '.join(speedups)})" if speedups else "")
 
 
@@ -228,7 +224,7 @@ def prediction_table(summary, keys):
         headers += [f"{label} measured", "predicted", "error"]
     rows = []
     for _, row in ok.iterrows():
-        if not any(not _missing(row[c]) for _, m, p, _f in triples for c in (m, p)):
+        if not any(not is_missing(row[c]) for _, m, p, _f in triples for c in (m, p)):
             continue
         cells = _key_cells(row, keys) + [row["strategy"]]
         for _, measured, predicted, fmt in triples:
@@ -262,13 +258,13 @@ def accuracy_table(summary, keys):
 
 def _accuracy_cell(row):
     parts = []
-    if not _missing(row["accuracy"]):
+    if not is_missing(row["accuracy"]):
         parts.append(f"acc {row['accuracy']:.3f}")
-    if not _missing(row["time_to_accuracy_s"]):
-        target = "" if _missing(row["target_accuracy"]) else f" to {row['target_accuracy']:.3g}"
-        steps = "" if _missing(row["steps_to_accuracy"]) else f", {row['steps_to_accuracy']:,.0f} steps"
+    if not is_missing(row["time_to_accuracy_s"]):
+        target = "" if is_missing(row["target_accuracy"]) else f" to {row['target_accuracy']:.3g}"
+        steps = "" if is_missing(row["steps_to_accuracy"]) else f", {row['steps_to_accuracy']:,.0f} steps"
         parts.append(f"{row['time_to_accuracy_s']:.3g} s{target}{steps}")
-    if not _missing(row["final_loss"]):
+    if not is_missing(row["final_loss"]):
         parts.append(f"loss {row['final_loss']:.3g}")
     return " · ".join(parts) or "—"
 

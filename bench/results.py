@@ -85,7 +85,7 @@ def new_row(**fields):
 
 def _coerce_value(name, value):
     kind = FIELD_TYPES[name]
-    if _missing(value):
+    if is_missing(value):
         return None
     try:
         if kind == _STR:
@@ -211,7 +211,7 @@ def coerce_frame(df):
         elif kind == _BOOL:
             df[name] = pd.array([_bool_or_none(v) for v in column], dtype="boolean")
         else:
-            df[name] = pd.Series([None if _missing(v) else str(v) for v in column],
+            df[name] = pd.Series([None if is_missing(v) else str(v) for v in column],
                                  index=df.index, dtype="object")
     extra = [c for c in df.columns if c not in FIELD_TYPES]
     return df[list(SCHEMA_FIELDS) + extra]
@@ -224,7 +224,8 @@ def _bool_or_none(value):
         return None
 
 
-def _missing(value):
+def is_missing(value):
+    """None, pandas NA/NaT or a float NaN: an empty cell, whatever type its column has."""
     return (value is None or value is pd.NA or value is pd.NaT
             or (isinstance(value, float) and math.isnan(value)))
 

@@ -22,13 +22,6 @@ def parse(argv):
     return RunConfig.from_args(p.parse_args(argv)).validate()
 
 
-def resolve_plan(cfg: RunConfig) -> dict:
-    """Which strategy, cut and codec actually run (see bench.planning.resolve)."""
-    from bench.planning import resolve
-
-    return resolve(cfg)
-
-
 def load_shards(cfg: RunConfig):
     from bench.data import load_dataset, shard
     from bench.models.registry import get_spec
@@ -49,7 +42,8 @@ def main(argv=None):
     try:
         cfg = parse(argv)
         from bench import rank_main
-        return rank_main.run_rank(cfg, resolve_plan, load_shards)
+        from bench.planning import resolve
+        return rank_main.run_rank(cfg, resolve, load_shards)
     except UserError as exc:
         print(f"ralp-bench: error: {exc}", file=sys.stderr, flush=True)
         _abort(exc.exit_code)

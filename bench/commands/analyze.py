@@ -45,14 +45,13 @@ def _validate(args):
 
 def run(args) -> int:
     from bench.models.registry import get_spec
-    from ralp.cost_model import parse_compression
+    from ralp.analyzer import compression_candidates
     from ralp.hardware import load_hardware
 
     _validate(args)
     get_spec(args.model)  # unknown model: fail before building anything
     compression = None if args.compression in (None, "none") else args.compression
-    if compression != "auto":
-        parse_compression(compression)
+    compression_candidates(compression)  # a bad spec fails before the model is built
     hardware = load_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
                              latency=args.latency)
 
