@@ -8,13 +8,16 @@ under their own ``mpirun -H ...`` on a real cluster), so both share
 import argparse
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
 from bench.errors import UserError
 
 STRATEGIES = ("ps", "ps-async", "horovod", "ralp", "auto")
-MAX_WORKERS = 64  # an emulated or local run beyond this is certainly a typo
+MAX_WORKERS = 64
+# model: the model's own step timed under the host's quota; hardware: micro-benchmarks only.
+CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is certainly a typo
 
 
 @dataclass
@@ -41,6 +44,10 @@ class RunConfig:
     hardware: Optional[str] = None   # analyzer hardware preset or JSON file (auto, predictions)
     bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
     network: Optional[str] = None  # CIDR of the cluster network (multi-homed hosts)
+    horovod_ops: str = "gloo"      # Horovod's controller + CPU collectives: gloo | mpi (bench/hvd_init.py)
+    cpus_per_host: Optional[float] = None  # each host's CPU quota (emulated cluster); calibration runs under it
+    # What the cost model measures under that quota: model | hardware (RALP_CALIBRATION sets the default).
+    calibration: str = field(default_factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
     out: Optional[str] = None      # where rank 0 writes its JSON result
     dump_weights: Optional[str] = None  # .npz of final trainable weights (tests)
     extra: dict = field(default_factory=dict)
@@ -84,6 +91,10 @@ class RunConfig:
             raise UserError(f"--learning-rate must be positive, got {self.learning_rate}")
         if self.train_to_accuracy is not None and not 0 < self.train_to_accuracy <= 1:
             raise UserError(f"--train-to-accuracy is a fraction in (0, 1], got {self.train_to_accuracy}")
+        if self.horovod_ops not in ("gloo", "mpi"):
+            raise UserError(f"--horovod-ops must be gloo or mpi, got {self.horovod_ops!r}")
+        if self.calibration not in CALIBRATIONS:
+            raise UserError(f"--calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.train_to_accuracy is not None and self.eval_every < 1:
             self.eval_every = 10
         return self
@@ -116,3 +127,8 @@ def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
     p.add_argument("--hardware", default=None, help="analyzer hardware preset or JSON (for auto and predictions)")
     p.add_argument("--bandwidth", default=None, help="link rate the analyzer assumes, e.g. 10gbit")
     p.add_argument("--network", default=None, help="CIDR of the cluster network when hosts have several NICs")
+    p.add_argument("--horovod-ops", default=None, choices=("gloo", "mpi"),
+                   help="Horovod's controller and CPU collectives (default gloo: blocking waits, no spinning)")
+    p.add_argument("--calibration", default=None, choices=CALIBRATIONS,
+                   help="cost model's compute figures: the model's own step timed on one host (model, default) "
+                        "or conv/matmul micro-benchmarks (hardware)")

@@ -21,7 +21,8 @@ from bench.roles import world_size
 # Flags forwarded from RunConfig to every rank.
 _FORWARD = ["model", "workers", "ps", "batch_size", "steps", "warmup_steps", "learning_rate", "momentum", "seed",
             "dataset", "data_dir", "cut", "compression", "intra_threads", "inter_threads", "step_timeout",
-            "train_to_accuracy", "eval_every", "hardware", "bandwidth"]
+            "train_to_accuracy", "eval_every", "hardware", "bandwidth", "cpus_per_host", "calibration",
+            "horovod_ops"]
 
 
 def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
@@ -54,7 +55,8 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
         return {**row, "status": "failed", "failure": f"planning failed: {exc}"}
     strategy, cut = plan["strategy"], plan["cut"]
     picked_codec = cfg.compression == "auto"
-    row.update(plan=strategy + (f"+{plan['compression']}" if picked_codec else ""), cut_layer=cut)
+    row.update(plan=strategy + (f"+{plan['compression']}" if picked_codec else ""), cut_layer=cut,
+               **launcher.link_fields(strategy))
     cfg = replace(cfg, compression=plan["compression"])  # ranks and predictions get the concrete codec
     tf_layout = strategy != "horovod"
     world = world_size(strategy, cfg.workers, cfg.ps)

@@ -37,9 +37,29 @@ def model_profile(model_name: str):
 
 
 def hardware_for(cfg: RunConfig):
+    """The analyzer's hardware: a preset or file as given; without one, this machine measured
+    under the run's per-host CPU quota (bench/calibration.py)."""
     from ralp.hardware import load_hardware
 
-    return load_hardware(cfg.hardware or "local", bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH)
+    spec = cfg.hardware or "local"
+    if spec == "local":
+        from bench.calibration import hardware_under
+
+        spec = hardware_under(cfg.cpus_per_host or None)
+    return load_hardware(spec, bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH)
+
+
+def timing_for(cfg: RunConfig):
+    """The model's own step measured under the host quota (None with a preset, a hardware file,
+    or --calibration hardware): full model at B, RALP's tower at B and head at W x B."""
+    if (cfg.hardware or "local") != "local" or cfg.calibration != "model":
+        return None
+    from bench.calibration import model_timing
+    from ralp.cost_model import ModelTiming
+
+    cut = model_profile(cfg.model).first_dense_cut()
+    t = model_timing(cfg.model, cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None)
+    return ModelTiming(cfg.batch_size, cfg.workers, t["full_s"], cut, t.get("tower_s"), t.get("head_s"))
 
 
 def plan_for(cfg: RunConfig) -> RunPlan:
@@ -51,7 +71,7 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     # Under --compression auto a fixed strategy keeps its strategy; only the codec is chosen.
     strategies = [cfg.strategy] if pick_codec and cfg.strategy in STRATEGIES else STRATEGIES
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
-                   hardware=hardware_for(cfg), strategies=strategies,
+                   hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression))
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
@@ -95,5 +115,5 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     if strategy not in ("ps", "horovod", "ralp"):
         return None
     return cost_predict(model_profile(cfg.model), strategy, workers=cfg.workers, batch_size=cfg.batch_size,
-                        hardware=hardware_for(cfg), ps=cfg.ps, cut=cut,
+                        hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
                         compression=_codec_or_none(cfg.compression))

@@ -74,11 +74,16 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(inter)
 
     if not cls.uses_tf_cluster:
+        from bench.hvd_init import init_horovod
+
+        phase(rank, "horovod init")
+        worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
+        hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops)
         watchdog.disarm()
         if role.job != "worker":
             follow_until_stopped(comm, info)  # e.g. an auto run that picked Horovod
             _finish()
-        return _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards, watchdog)
+        return _horovod_worker(comm, info, cfg, plan, worker_ranks, meter, load_shards, watchdog, hvd)
 
     if role.job != "chief":
         _select_gpu(role)
@@ -112,12 +117,7 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     _finish()
 
 
-def _horovod_worker(comm, info, cfg, plan, roles, meter, load_shards, watchdog):
-    import horovod.tensorflow as hvd
-
-    worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
-    phase(comm.Get_rank(), "horovod init")
-    hvd.init(comm=worker_ranks if len(worker_ranks) != comm.Get_size() else None)
+def _horovod_worker(comm, info, cfg, plan, worker_ranks, meter, load_shards, watchdog, hvd):
     phase(comm.Get_rank(), "training")
     _select_gpu(None, local_rank=hvd.local_rank())
     ctx = StrategyContext(cfg, load_shards(cfg))

@@ -19,6 +19,8 @@ def parse(argv):
     add_run_arguments(p)
     p.add_argument("--out", default=None, help="result JSON written by rank 0")
     p.add_argument("--dump-weights", default=None, help="rank 0 saves final trainable weights (.npz)")
+    p.add_argument("--cpus-per-host", type=float, default=None,
+                   help="the CPU quota of each host (what the calibration for auto is measured under)")
     return RunConfig.from_args(p.parse_args(argv)).validate()
 
 

@@ -23,7 +23,7 @@ from typing import Dict, List
 from bench.config import RunConfig
 from bench.errors import UserError
 
-CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile")
+CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile", "cpus_per_host")
 RUN_KEYS = {f.name for f in dataclasses.fields(RunConfig)} - {"out", "dump_weights", "extra"}
 
 

@@ -123,9 +123,14 @@ def rendezvous(comm, role_by_rank: List[Role], network: Optional[str]) -> Cluste
 
 
 def thread_counts(intra: Optional[int], inter: Optional[int], ranks_on_host: int):
-    """Split this host's cores among the ranks that compute on it (overridable)."""
-    cores = os.cpu_count() or 1
-    return intra or max(1, cores // max(1, ranks_on_host)), inter or 2
+    """Split this host's cores among the ranks that compute on it (overridable).
+
+    The host's cores are its CPU quota where its cgroup has one (an emulated
+    host, a container with a CPU limit), else the cores this process may run on.
+    """
+    from bench.launch.cgroups import threads_for, usable_cores
+
+    return intra or threads_for(usable_cores() / max(1, ranks_on_host)), inter or 2
 
 
 def start_server(info: ClusterInfo, role: Role, intra: int, inter: int):

@@ -28,6 +28,16 @@ element, each pass costing ``PASS_FLOPS`` FLOPs of the sender's or receiver's
 throughput; that time adds to worker compute (encode/decode on workers) and PS
 compute (on the PS).
 
+Compute: with a ``ModelTiming`` (the model's own step measured on one host, see
+bench/calibration.py) the worker's step, the tower's and the head's are those
+seconds; without one, ~3x the forward FLOPs (forward + backward) at the hardware's
+conv and matmul rates. Memory-bound work is priced in elementwise passes
+(``Hardware.pass_seconds``: one pass reads two operands and writes one), not in
+FLOPs: the PS sums W gradients (W passes over its share) and applies momentum SGD
+(2 passes); Horovod copies gradients into and out of its fusion buffer (2 passes),
+reduces (N-1)/N of them (1 pass) and every rank applies the same update (2 passes);
+RALP's PS does the PS's work for the tower and the update of the head.
+
 Timing: training costs ~3x the forward FLOPs (forward + backward). Without overlap
 a step is the sum of its phases (pull, compute, transfers, push, PS work); each
 transfer phase lasts as long as its slowest side (worker link or PS link) plus one
@@ -71,6 +81,26 @@ class Prediction:
     @property
     def images_per_s(self) -> float:
         return self.workers * self.batch_size / self.step_time_s
+
+
+@dataclass(frozen=True)
+class ModelTiming:
+    """One host's measured seconds for a model's training step (forward + backward):
+    ``full_s`` the whole model at ``batch_size`` images; ``tower_s`` and ``head_s`` the
+    halves at ``cut``, the tower at ``batch_size`` and the head at ``workers`` x
+    ``batch_size`` (what RALP's PS runs). Figures for another cut, batch or worker
+    count are derived from the FLOP rates these imply."""
+    batch_size: int
+    workers: int
+    full_s: float
+    cut: Optional[str] = None
+    tower_s: Optional[float] = None
+    head_s: Optional[float] = None
+
+
+# Memory-bound passes per element (see module docstring).
+UPDATE_PASSES = 2.0       # m = a*m + g; w -= lr*m
+FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
 
 
 @dataclass
@@ -158,8 +188,25 @@ def _compute_seconds(flops: float, dense_flops: float, hardware: Hardware) -> fl
     return (flops - dense_flops) / hardware.worker_conv_flops + dense_flops / hardware.worker_dense_flops
 
 
+def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware:
+    """``hardware`` with the conv and matmul rates this model reached in ``timing``: the tower's
+    FLOPs over its seconds (conv), the head's over its seconds (dense, at W x B images)."""
+    from dataclasses import replace
+
+    if not (timing.cut and timing.tower_s and timing.head_s):
+        factor = TRAIN_FLOPS_FACTOR * timing.batch_size * _compute_seconds(profile.flops, profile.dense_flops,
+                                                                           hardware) / timing.full_s
+        return replace(hardware, worker_conv_flops=hardware.worker_conv_flops * factor,
+                       worker_dense_flops=hardware.worker_dense_flops * factor, ps_flops=hardware.ps_flops * factor)
+    _, _, _, f_tower, f_head = profile.split_sizes(timing.cut)
+    conv = TRAIN_FLOPS_FACTOR * timing.batch_size * f_tower / timing.tower_s
+    dense = TRAIN_FLOPS_FACTOR * timing.workers * timing.batch_size * f_head / timing.head_s
+    return replace(hardware, worker_conv_flops=conv, worker_dense_flops=dense, ps_flops=dense)
+
+
 def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
-            cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None) -> Prediction:
+            cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
+            timing: Optional[ModelTiming] = None) -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring)."""
     _check_positive("workers", workers)
     _check_positive("batch size", batch_size)
@@ -168,7 +215,12 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
     comp = parse_compression(compression)
     W, B, S, P = workers, batch_size, ps, profile.params
+    if timing is not None:
+        hardware = model_hardware(profile, timing, hardware)
     train_full = TRAIN_FLOPS_FACTOR * B * _compute_seconds(profile.flops, profile.dense_flops, hardware)
+    if timing is not None and timing.batch_size == B:
+        train_full = timing.full_s
+    passes = hardware.pass_seconds
     phases: List[_Phase] = []
     worker_fwd = worker_bwd = ps_compute = 0.0
     on_worker = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.worker_conv_flops)
@@ -181,7 +233,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         push = _gradient_bytes(P, comp)
         phases = [_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
                   _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)]
-        ps_compute = (W + 2) * P / S / hardware.ps_flops  # sum W gradients + SGD update
+        ps_compute = passes(P / S, W + UPDATE_PASSES)  # sum W gradients, then the update
         worker_codec, ps_codec = on_worker(P, comp, 0), on_ps(P * W / S, comp, 1)
     elif strategy == "horovod":
         cut = None
@@ -194,9 +246,12 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
                 each_way = 2.0 * (W - 1) / W * _gradient_bytes(P, comp)
             name = "all-gather compressed gradients" if gathered else "ring all-reduce"
             phases = [_Phase(name, worker_tx=each_way, worker_rx=each_way, latency_hops=2 * (W - 1))]
+            if not gathered:  # fusion copies and the reduce-scatter's sums
+                worker_bwd += passes(P, FUSION_PASSES + (W - 1) / W)
             # int8 decodes every rank's payload; top-k scatters them all into one dense buffer
             decoded = W * P if comp[0] == "int8" else P
             worker_codec = on_worker(P, comp, 0) + on_worker(decoded, comp, 1)
+        worker_bwd += passes(P, UPDATE_PASSES)  # every rank applies the same update
     else:  # ralp
         cut = cut or profile.first_dense_cut()
         if cut is None:
@@ -205,6 +260,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         head_dense = profile.head_dense_flops(cut)
         tower_train = TRAIN_FLOPS_FACTOR * B * _compute_seconds(
             f_tower, profile.dense_flops - head_dense, hardware)
+        measured = timing is not None and timing.cut == cut and timing.batch_size == B and timing.workers == W
         worker_fwd, worker_bwd = tower_train / 3, tower_train * 2 / 3
         acts = _activation_bytes(B * floats, comp)
         push = _gradient_bytes(p_tower, comp)
@@ -212,8 +268,11 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
                   _Phase("send activations", worker_tx=acts, ps_rx=acts * W),
                   _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W),
                   _Phase("push tower gradients", worker_tx=push, ps_rx=push * W / S)]
-        head_train = TRAIN_FLOPS_FACTOR * W * B * f_head
-        ps_compute = (head_train + (W + 2) * p_tower / S + 2 * p_head) / hardware.ps_flops
+        head_train = TRAIN_FLOPS_FACTOR * W * B * f_head / hardware.ps_flops
+        if measured:
+            tower_train, head_train = timing.tower_s, timing.head_s
+            worker_fwd, worker_bwd = tower_train / 3, tower_train * 2 / 3
+        ps_compute = head_train + passes(p_tower / S, W + UPDATE_PASSES) + passes(p_head, UPDATE_PASSES)
         act_comp = _activation_codec(comp)
         # worker: encode activations and tower gradients, decode activation gradients;
         # PS task 0: decode W activations, encode W activation gradients, decode tower gradients.

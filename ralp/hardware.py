@@ -37,6 +37,15 @@ class Hardware:
     latency_s: float           # one-way message latency
     is_preset: bool = True
     description: str = ""
+    pass_s: Optional[float] = None  # seconds per element of one memory-bound pass (m = a*m + g);
+                                    # None: PASS_FLOPS conv FLOPs' worth (ralp.cost_model)
+
+    def pass_seconds(self, elements: float, passes: float = 1.0) -> float:
+        """Time for ``passes`` elementwise passes over ``elements`` floats on one host."""
+        from ralp.cost_model import PASS_FLOPS
+
+        per = self.pass_s if self.pass_s else PASS_FLOPS / self.worker_conv_flops
+        return elements * passes * per
 
 
 def _preset(name, peak_flops, link_bits, latency_s, description):
@@ -117,6 +126,15 @@ def _measure() -> dict:
         "worker_conv_flops": _timed_flops(lambda: conv().numpy(), conv_flops, 1.0),
         "worker_dense_flops": _timed_flops(lambda: matmul().numpy(), matmul_flops, 1.0),
     }
+
+
+def hardware_from_measurement(data: dict, description: str) -> Hardware:
+    """A 'local' Hardware from measured figures (``_measure`` plus an optional ``pass_s``)."""
+    return Hardware(
+        name="local", worker_conv_flops=data["worker_conv_flops"], worker_dense_flops=data["worker_dense_flops"],
+        ps_flops=data["worker_dense_flops"], worker_bandwidth=10e9, ps_bandwidth=10e9, latency_s=50e-6,
+        is_preset=False, description=description + "; link defaults to 10 Gb/s: set it to what the "
+        "(emulated) network provides", pass_s=data.get("pass_s"))
 
 
 def _machine_key() -> str:

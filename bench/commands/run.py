@@ -25,6 +25,11 @@ def add_cluster_arguments(p):
     p.add_argument("--hostfile", default=None, help="--cluster hosts: Open MPI hostfile ('node slots=N')")
     p.add_argument("--scale-to", default=None,
                    help="emulated: set link rates so this machine's compute/network ratio matches a preset")
+    p.add_argument("--cpus-per-host", type=float, default=None,
+                   help="emulated: CPU cores each host may use, a hard cgroup cap (default: this machine's "
+                        "cores / hosts; 0: no cap)")
+    p.add_argument("--no-link-check", action="store_true",
+                   help="emulated: skip measuring the link efficiency of each strategy's traffic pattern")
     p.add_argument("--results", default="results", help="result store directory (default results/)")
     p.add_argument("--no-store", action="store_true", help="do not record rows in the result store")
     p.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
@@ -68,13 +73,18 @@ def make_launcher(args, workers: int, ps: int):
     from bench.launch.emulated_hosts import EmulatedLauncher
     from bench.scaling import scaled_link
 
+    from bench.launch.emulated import default_cpus_per_host
+
+    cpus = getattr(args, "cpus_per_host", None)
+    cpus = default_cpus_per_host(ps + workers) if cpus is None else float(cpus)
     bandwidth = parse_bandwidth(args.bandwidth or "1gbit")
     scaled_to = None
     if args.scale_to:
-        bandwidth, scaled_to = scaled_link(args.scale_to, workers), args.scale_to
+        bandwidth, scaled_to = scaled_link(args.scale_to, workers, cpus), args.scale_to
     ps_bw = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
     args.bandwidth = f"{bandwidth:.0f}"  # the analyzer's predictions use the emulated rate
-    return EmulatedLauncher(workers, ps, bandwidth, parse_latency(args.latency), ps_bw, scaled_to)
+    return EmulatedLauncher(workers, ps, bandwidth, parse_latency(args.latency), ps_bw, scaled_to,
+                            cpus_per_host=cpus, link_check=not getattr(args, "no_link_check", False))
 
 
 def run(args):
@@ -87,6 +97,7 @@ def run(args):
     launcher = make_launcher(args, configs[0].workers, configs[0].ps)
     for cfg in configs:
         cfg.bandwidth = args.bandwidth
+        cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
     progress = RunProgress(len(configs), quiet=args.quiet)
     try:
         with launcher:

@@ -13,7 +13,7 @@ from itertools import groupby
 
 # A journaled row stands for the sweep point with the same values of these fields.
 POINT_FIELDS = ("model", "dataset", "batch_size", "workers", "ps", "strategy", "compression", "steps",
-                "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to")
+                "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host")
 
 
 def register(subparsers):
@@ -75,6 +75,7 @@ def _run_points(sweep, args, journal, progress):
         todo = []
         for point in group:
             point.config.bandwidth = cluster_args.bandwidth
+            point.config.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
             if journal.has(point.config, launcher.cluster_fields()):
                 progress.skipped(point.config)
             else:
@@ -131,7 +132,8 @@ class _Journal:
 def _cluster_args(args, point):
     """Command-line cluster flags beat the sweep file's, which beat the defaults."""
     merged = {"cluster": "auto", "bandwidth": None, "ps_bandwidth": None, "latency": "0", "scale_to": None,
-              "hostfile": None, "network": None}
+              "hostfile": None, "network": None, "cpus_per_host": None,
+              "no_link_check": getattr(args, "no_link_check", False)}
     merged.update({k: v for k, v in point.cluster.items()})
     for key in merged:
         value = getattr(args, key, None)

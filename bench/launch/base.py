@@ -84,6 +84,10 @@ class Launcher(abc.ABC):
     def cluster_fields(self) -> Dict:
         """Result-row fields describing this cluster (mode, hosts, link rates...)."""
 
+    def link_fields(self, strategy: str) -> Dict:
+        """Result-row fields on how well the links carry ``strategy``'s traffic (emulated only)."""
+        return {}
+
     def after_run(self):
         """Hook to kill what a launcher left (emulated: processes inside namespaces)."""
 

@@ -16,11 +16,15 @@ class EmulatedLauncher(Launcher):
     mode = "emulated"
 
     def __init__(self, workers: int, ps: int, bandwidth_bps: float, latency_s: float = 0.0,
-                 ps_bandwidth_bps: Optional[float] = None, scaled_to: Optional[str] = None, name: Optional[str] = None):
+                 ps_bandwidth_bps: Optional[float] = None, scaled_to: Optional[str] = None, name: Optional[str] = None,
+                 cpus_per_host: Optional[float] = None, link_check: bool = True):
         # One cluster name per process, so two runs on one machine never collide.
         name = name or f"ralp{os.getpid() % 100000}"
-        self.cluster = EmulatedCluster(ps + workers, bandwidth_bps, latency_s, ps_bandwidth_bps, name=name)
+        self.cluster = EmulatedCluster(ps + workers, bandwidth_bps, latency_s, ps_bandwidth_bps, name=name,
+                                       cpus_per_host=cpus_per_host)
         self.scaled_to = scaled_to
+        self.link_check = link_check
+        self._efficiency: Dict[str, float] = {}
 
     def __enter__(self):
         self.cluster.__enter__()
@@ -47,4 +51,15 @@ class EmulatedLauncher(Launcher):
         c = self.cluster
         return {"cluster_mode": "emulated", "hosts": len(c.hosts), "link_bps": c.bandwidth_bps,
                 "ps_link_bps": c.ps_bandwidth_bps or c.bandwidth_bps, "latency_s": c.latency_s,
-                "scaled_to": self.scaled_to}
+                "scaled_to": self.scaled_to, "cpus_per_host": c.cpus_per_host or None}
+
+    def link_fields(self, strategy: str) -> Dict:
+        """The measured efficiency of the traffic pattern ``strategy`` relies on (once per cluster)."""
+        from bench.launch import link_probe
+
+        pattern = link_probe.PATTERN_OF.get(strategy)
+        if not self.link_check or pattern is None or len(self.cluster.hosts) < 2:
+            return {}
+        if pattern not in self._efficiency:
+            self._efficiency[pattern] = link_probe.measure_pattern(self.cluster, pattern).efficiency
+        return {"link_pattern": pattern, "link_efficiency": self._efficiency[pattern]}

@@ -1,0 +1,192 @@
+"""Calibration under an emulated host's CPU quota: this machine's throughput, and a model's own step.
+
+Why: the cost model prices compute with throughputs. On the emulated cluster
+each host is capped at ``cpus_per_host`` cores, so the figures must be
+measured under that same cap, not on the whole machine, or every compute
+term is off by the ratio of the two. Two measurements, each cached per quota
+in ``~/.cache/ralp-bench/calibration.json``:
+- ``hardware_under(cores)``: the micro-benchmarks of ``ralp.hardware`` (conv
+  and matmul FLOP/s) plus one memory-bound pass (``m = a*m + g`` over 4 M
+  floats: the unit in which gradient aggregation and updates are priced);
+- ``model_timing(...)``: the model's own forward + backward at the run's
+  batch, the RALP tower at B and its head at W*B images (what the PS runs),
+  so compute terms are this host's for this model, not a FLOP count divided
+  by a conv benchmark's rate.
+Each runs in a subprocess placed in a temporary cgroup with the quota (the
+same mechanism as the hosts: bench/launch/cgroups.py), with the thread
+counts a rank on such a host uses. Without cgroups (not root), the figures
+are measured uncapped and say so.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from bench.errors import UserError
+
+CACHE = Path.home() / ".cache" / "ralp-bench" / "calibration.json"
+PASS_ELEMENTS = 4 * 1024 * 1024
+
+
+def _machine_key() -> str:
+    import platform
+
+    from bench.results import _package_version
+
+    return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|tf{_package_version('tensorflow', 'tensorflow-cpu')}"
+
+
+def _load() -> Dict:
+    try:
+        return json.loads(CACHE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(key: str, value: Dict):
+    data = _load()
+    data[key] = value
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    tmp = CACHE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, CACHE)
+
+
+def _cached(key: str, measure) -> Dict:
+    data = _load().get(key)
+    if data is None:
+        data = dict(measure(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        _store(key, data)
+    return data
+
+
+def run_capped(cores: Optional[float], argv, timeout_s: float = 600) -> Dict:
+    """Run ``python -m bench.calibration ARGV`` in a fresh group capped at ``cores``; its JSON."""
+    from bench.launch import cgroups as cg
+
+    group = None
+    if cores and cg.available()[0]:
+        group = cg.create(f"{cg.PREFIX}calib{os.getpid()}-h0", cores)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    try:
+        cmd = [sys.executable, "-m", "bench.calibration", *map(str, argv)]
+        if group:
+            cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', group.procs_file] + cmd
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    finally:
+        if group:
+            cg.remove(group.path)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise UserError(f"calibration {' '.join(map(str, argv))} failed: {out.stderr.strip()[-400:]}")
+    return json.loads(lines[-1])
+
+
+def hardware_under(cores: Optional[float]):
+    """ralp.hardware.Hardware measured under a quota of ``cores`` (None: this whole machine)."""
+    from ralp.hardware import hardware_from_measurement
+
+    label = f"{cores:.3f}" if cores else "all"
+    data = _cached(f"{_machine_key()}|hardware|{label}", lambda: run_capped(cores, ["hardware"]))
+    where = f"{cores:.2f} cores per host (cgroup quota)" if cores else "the whole machine"
+    return hardware_from_measurement(data, f"calibrated under {where}, {data['measured_at']}, cached in {CACHE}")
+
+
+def model_timing(model: str, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> Dict:
+    """Seconds of one training step of ``model`` under the quota: full model at B, tower at B and
+    head at W*B for ``cut`` (omitted when None). Keys: full_s, tower_s, head_s."""
+    label = f"{cores:.3f}" if cores else "all"
+    key = f"{_machine_key()}|model|{model}|B{batch_size}|W{workers}|{cut}|{label}"
+    return _cached(key, lambda: run_capped(cores, ["model", model, batch_size, workers, cut or "-"]))
+
+
+# ---- what runs inside the capped subprocess ------------------------------------------------
+
+def _threads():
+    import tensorflow as tf
+
+    from bench.launch.cgroups import threads_for, usable_cores
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads_for(usable_cores()))
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    return tf
+
+
+def _median_time(fn, repeats: int = 5, budget_s: float = 20.0) -> float:
+    fn()
+    fn()  # tracing, allocation
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeats and (len(times) < 2 or time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def _measure_hardware() -> Dict:
+    tf = _threads()
+    from ralp.hardware import _measure
+
+    figures = _measure()
+    m = tf.Variable(tf.zeros([PASS_ELEMENTS]))
+    g = tf.random.normal([PASS_ELEMENTS])
+    update = tf.function(lambda: m.assign(0.9 * m + g)[0])
+    # One pass: read two operands, write one (what a momentum update or a gradient sum does).
+    figures["pass_s"] = _median_time(lambda: update().numpy()) / PASS_ELEMENTS
+    return figures
+
+
+def _measure_model(name: str, batch: int, workers: int, cut: Optional[str]) -> Dict:
+    tf = _threads()
+    from bench.models import get_model
+    from bench.strategy import loss_fn
+    from ralp.cut import split_model
+
+    model = get_model(name, seed=0)
+    shape = tuple(model.inputs[0].shape[1:])
+    classes = int(model.outputs[0].shape[-1])
+
+    def step_of(net, inputs_shape, n, part):
+        """One training step's compute: the full model and the head (PS) end in the loss; the
+        head also yields the activation gradients it sends back; the tower (worker) gets
+        those as its upstream gradient."""
+        x = tf.random.normal((n,) + tuple(inputs_shape))
+        y = tf.random.uniform([n], 0, classes, tf.int32)
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                out = net(x, training=True)
+                loss = loss_fn(y, out) if part != "tower" else tf.reduce_sum(out * 1e-3)
+            sources = net.trainable_variables + ([x] if part == "head" else [])
+            grads = tape.gradient(loss, sources)
+            return tf.add_n([tf.reduce_sum(g) for g in grads if g is not None])
+
+        return lambda: step().numpy()
+
+    timing = {"full_s": _median_time(step_of(model, shape, batch, "full"))}
+    if cut:
+        tower, head = split_model(model, cut)
+        timing["tower_s"] = _median_time(step_of(tower, shape, batch, "tower"))
+        timing["head_s"] = _median_time(step_of(head, tuple(tower.outputs[0].shape[1:]), batch * workers, "head"))
+    return timing
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[0] == "hardware":
+        result = _measure_hardware()
+    elif argv[0] == "model":
+        result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
+    else:
+        raise SystemExit("usage: python -m bench.calibration hardware | model NAME BATCH WORKERS CUT")
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""How close each traffic pattern gets to the line rate of an emulated cluster's links.
+
+Why: a link that gives one transport all of its rate and another half of it
+measures the transports, not the strategies. Each pattern a strategy relies
+on is measured as a share of what the shaped links allow:
+- ``one flow``: one host sends to another (TCP, one connection);
+- ``both ways``: two hosts send to each other at once (full duplex);
+- ``fan-in``: every other host sends to host 0 at once (workers pushing to the PS);
+- ``all-reduce``: Horovod's own all-reduce of a model-sized buffer over the
+  worker hosts (mpirun, as runs launch it); line time 2(N-1)/N * bytes / rate.
+
+The raw-TCP patterns run ``python -m bench.launch.link_probe serve|send``
+inside the hosts' namespaces and CPU groups; the receiver times first byte
+to last byte. Efficiency = line-rate time / measured time (1.0 = line rate
+after Ethernet/IP/TCP framing, which is why ``GOODPUT`` scales the rate).
+"""
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import List, Optional
+
+GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
+PORT = 47_011
+CHUNK = 1 << 20
+
+
+@dataclass
+class PatternResult:
+    pattern: str
+    hosts: int
+    rate_bps: float
+    seconds: float
+    line_seconds: float
+
+    @property
+    def efficiency(self) -> float:
+        return self.line_seconds / self.seconds if self.seconds > 0 else 0.0
+
+
+# ---- the probe processes (run inside a host) -----------------------------------
+
+def _serve(port: int, senders: int, expect: int):
+    """Accept ``senders`` connections, read ``expect`` bytes from each; print first/last byte times."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(senders)
+    print("ready", flush=True)
+    conns = [srv.accept()[0] for _ in range(senders)]
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    left = {}
+    for c in conns:
+        sel.register(c, selectors.EVENT_READ)
+        left[c] = expect
+    buf = bytearray(CHUNK)
+    first = last = None
+    while any(left.values()):
+        for key, _ in sel.select():
+            n = key.fileobj.recv_into(buf)
+            now = time.perf_counter()
+            first = first or now
+            last = now
+            left[key.fileobj] -= n
+            if n == 0 or left[key.fileobj] <= 0:
+                sel.unregister(key.fileobj)
+                left[key.fileobj] = 0
+    print(json.dumps({"seconds": last - first}), flush=True)
+
+
+def _send(ip: str, port: int, total: int):
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            s = socket.create_connection((ip, port), timeout=10)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    payload = b"\0" * CHUNK
+    sent = 0
+    while sent < total:
+        sent += s.send(payload[:min(CHUNK, total - sent)])
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)
+    s.close()
+
+
+def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None):
+    """Horovod's all-reduce of ``floats`` fp32 values inside a tf.function, as a training step
+    runs it, started the way runs start Horovod (bench/hvd_init.py)."""
+    from mpi4py import MPI
+
+    from bench.hvd_init import init_horovod
+    from bench.tf_cluster import rendezvous
+    from bench.roles import Role
+
+    comm = MPI.COMM_WORLD
+    info = rendezvous(comm, [Role("worker", r) for r in range(comm.Get_size())], network)
+    hvd = init_horovod(comm, list(range(comm.Get_size())), info.addresses, ops)
+    import tensorflow as tf
+
+    buf = tf.ones([floats], tf.float32)
+
+    @tf.function
+    def reduce(x):
+        return hvd.allreduce(x, op=hvd.Sum, name="probe")
+
+    reduce(buf).numpy()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        reduce(buf)[0].numpy()
+        times.append(time.perf_counter() - t0)
+    if hvd.rank() == 0:
+        print(json.dumps({"seconds": statistics.median(times), "all": times}), flush=True)
+    hvd.shutdown()
+
+
+# ---- driving the patterns from outside ------------------------------------------------
+
+def _probe_argv(*args):
+    return [sys.executable, "-m", "bench.launch.link_probe", *map(str, args)]
+
+
+def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
+    """``pairs``: [(sender index, receiver index)]; one receiver process per receiving host."""
+    receivers = sorted({r for _, r in pairs})
+    servers = {}
+    try:
+        for r in receivers:
+            n = sum(1 for _, rr in pairs if rr == r)
+            servers[r] = subprocess.Popen(cluster.exec_argv(r, _probe_argv("serve", PORT, n, total_bytes)),
+                                          stdout=subprocess.PIPE, text=True)
+            assert servers[r].stdout.readline().strip() == "ready"
+        senders = [subprocess.Popen(cluster.exec_argv(s, _probe_argv("send", cluster.hosts[r].ip, PORT, total_bytes)))
+                   for s, r in pairs]
+        for p in senders:
+            p.wait(timeout=600)
+        seconds = max(json.loads(servers[r].communicate(timeout=60)[0].splitlines()[-1])["seconds"]
+                      for r in receivers)
+    finally:
+        for p in servers.values():
+            if p.poll() is None:
+                p.kill()
+    # The busiest receiver's link limits: it takes in n * total at its rate.
+    line = max(sum(1 for _, rr in pairs if rr == r) * total_bytes * 8 / (cluster.hosts[r].bandwidth_bps * GOODPUT)
+               for r in receivers)
+    rate = min(cluster.hosts[r].bandwidth_bps for r in receivers)
+    return PatternResult(name, len({h for p in pairs for h in p}), rate, seconds, line)
+
+
+def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env=None,
+                       ops: str = "gloo") -> PatternResult:
+    from bench.launch.base import BASE_ENV
+
+    slots = [1 if i in hosts else 0 for i in range(len(cluster.hosts))]
+    argv = (cluster.mpirun_prefix() + ["mpirun"] + cluster.mpirun_args(slots)
+            + [a for name in sorted(BASE_ENV) for a in ("-x", name)]
+            + _probe_argv("allreduce", floats, repeats, ops, cluster.subnet))
+    import os
+
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900, env={**os.environ, **BASE_ENV, **(env or {})})
+    if out.returncode != 0:
+        open("/tmp/probe_fail.log", "w").write(out.stdout + out.stderr)
+        raise RuntimeError(f"all-reduce probe failed: {out.stdout[-1500:]}{out.stderr[-1500:]}")
+    seconds = json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])["seconds"]
+    n = len(hosts)
+    rate = min(cluster.hosts[h].bandwidth_bps for h in hosts)
+    line = 2 * (n - 1) / n * 4 * floats * 8 / (rate * GOODPUT)
+    return PatternResult("all-reduce", n, rate, seconds, line)
+
+
+# The pattern each strategy's traffic follows (what its rows record).
+PATTERN_OF = {"ps": "fan-in", "ps-async": "fan-in", "ralp": "fan-in", "horovod": "all-reduce"}
+PATTERNS = ("one flow", "both ways", "fan-in", "all-reduce")
+ALLREDUCE_FLOATS = 3_515_402  # alexnet_cifar's parameters: a model-sized buffer
+
+
+def measure_pattern(cluster, pattern: str, seconds: float = 1.0, floats: Optional[int] = None,
+                    repeats: int = 3, ops: str = "gloo") -> PatternResult:
+    """One pattern on an up cluster: ~``seconds`` of traffic at line rate (the all-reduce: a
+    buffer of ``floats``, default sized like the raw patterns). Host 0 is the PS host, the
+    others are worker hosts; a cluster of 2 hosts uses both for every pattern."""
+    hosts = len(cluster.hosts)
+    workers = list(range(1, hosts)) if hosts >= 3 else list(range(hosts))
+    rate = min(cluster.hosts[h].bandwidth_bps for h in workers)
+    total = int(rate / 8 * GOODPUT * seconds)
+    if pattern == "one flow":
+        return _raw_pattern(cluster, pattern, [(workers[-1], 0 if hosts >= 2 else workers[0])], total)
+    if pattern == "both ways":
+        a, b = workers[0], workers[1] if len(workers) > 1 else 0
+        return _raw_pattern(cluster, pattern, [(a, b), (b, a)], total)
+    if pattern == "fan-in":
+        senders = [h for h in range(1, hosts)]
+        return _raw_pattern(cluster, pattern, [(s, 0) for s in senders], max(1, total // len(senders)))
+    if pattern == "all-reduce":
+        n = len(workers)
+        floats = floats or max(1, int(total / 4 * n / (2 * max(1, n - 1))))
+        return _allreduce_pattern(cluster, workers, floats, repeats, ops=ops)
+    raise ValueError(f"unknown pattern {pattern!r}; one of {', '.join(PATTERNS)}")
+
+
+def measure(cluster, seconds: float = 1.0, patterns=PATTERNS, **kwargs) -> List[PatternResult]:
+    """``measure_pattern`` for each of ``patterns`` (the all-reduce only with >= 2 worker hosts)."""
+    return [measure_pattern(cluster, p, seconds, **kwargs) for p in patterns]
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    what = argv[0]
+    if what == "serve":
+        _serve(int(argv[1]), int(argv[2]), int(argv[3]))
+    elif what == "send":
+        _send(argv[1], int(argv[2]), int(argv[3]))
+    elif what == "allreduce":
+        _allreduce(int(argv[1]), int(argv[2]), argv[3], argv[4])
+    else:
+        raise SystemExit(f"usage: python -m bench.launch.link_probe serve|send|allreduce ...; got {what!r}")
+
+
+if __name__ == "__main__":
+    main()
