@@ -115,7 +115,7 @@ def _threads():
     return tf
 
 
-def _median_time(fn, repeats: int = 5, budget_s: float = 20.0) -> float:
+def _median_time(fn, repeats: int = 11, budget_s: float = 15.0) -> float:
     fn()
     fn()  # tracing, allocation
     times = []

@@ -6,7 +6,6 @@ fails becomes a row with status "failed" and the reason, never a dropped row.
 """
 import json
 import os
-import sys
 import tempfile
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional
@@ -15,7 +14,7 @@ import numpy as np
 
 from bench.config import RunConfig
 from bench.errors import RunFailed
-from bench.launch.base import LaunchStalled, Launcher, run_mpirun
+from bench.launch.base import Launcher, run_mpirun
 from bench.roles import world_size
 
 # Flags forwarded from RunConfig to every rank.
@@ -65,17 +64,8 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     os.unlink(out)
     try:
         spec = launcher.spec(tf_layout, cfg.workers, cfg.ps, rank_argv(replace(cfg, cut=cut), strategy, out))
-        for attempt in (1, 2):
-            try:
-                run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
-                           on_progress=on_progress, echo=echo, result_path=out)
-                break
-            except LaunchStalled as exc:
-                launcher.after_run()  # a lost daemon is transient: clean up and launch once more
-                if attempt == 2:
-                    raise
-                print(f"ralp-bench: note: {cfg.model} {strategy} x{cfg.workers}: {exc}; launching once more",
-                      file=sys.stderr, flush=True)
+        run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
+                   on_progress=on_progress, echo=echo, result_path=out)
         with open(out) as f:
             result = json.load(f)
     except RunFailed as exc:

@@ -21,15 +21,16 @@ from ralp.hardware import format_bandwidth
 STRATEGY_ORDER = ("ps", "ps-async", "horovod", "ralp", "auto")
 # Shown as table columns only when they take more than one value in the rows reported.
 CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", "ps", "link_bps",
-               "ps_link_bps", "latency_s", "scaled_to")
+               "ps_link_bps", "latency_s", "scaled_to", "cpus_per_host")
 MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
             "bytes_worker_predicted", "predicted_step_time_s", "accuracy", "target_accuracy",
-            "steps_to_accuracy", "time_to_accuracy_s", "final_loss")
+            "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency")
 ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
                "python_version", "cpu_model", "cpu_cores", "gpus", "hostname", "cluster_mode",
                "hosts", "link_bps")
 DISCREPANCY_LIMIT = 0.10
+LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
 PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
 
 
@@ -77,7 +78,8 @@ def summarize(df, keys):
         if len(ok):
             record.update({m: _median(ok[m]) for m in MEASURES})
             record.update(status="ok", failure=None, repeats=len(ok),
-                          plan=_first(ok["plan"]), cut_layer=_first(ok["cut_layer"]))
+                          plan=_first(ok["plan"]), cut_layer=_first(ok["cut_layer"]),
+                          link_pattern=_first(ok["link_pattern"]))
         else:
             record.update({m: math.nan for m in MEASURES})
             record.update(status="failed", repeats=len(rows), plan=_first(rows["plan"]),
@@ -278,6 +280,22 @@ def failure_table(summary, keys):
     return Table("Failures", _key_headers(keys) + ["strategy", "reason"], rows)
 
 
+def link_table(summary, keys):
+    """Rows whose strategy's traffic pattern reached less than LINK_EFFICIENCY_LIMIT of line rate."""
+    if "link_efficiency" not in summary:
+        return None
+    low = summary[summary["link_efficiency"].notna() & (summary["link_efficiency"] < LINK_EFFICIENCY_LIMIT)]
+    if low.empty:
+        return None
+    rows = [_key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—", f"{r['link_efficiency']:.0%} ⚠"]
+            for _, r in low.iterrows()]
+    return Table(f"Links below {LINK_EFFICIENCY_LIMIT:.0%} of line rate",
+                 _key_headers(keys) + ["strategy", "pattern", "measured share of line rate"], rows,
+                 [f"The emulated links carried this strategy's traffic pattern at less than "
+                  f"{LINK_EFFICIENCY_LIMIT:.0%} of their rate (bench/launch/link_probe.py): its times "
+                  "partly measure the transport, not the strategy."])
+
+
 def run_lines(df):
     """One line per run: when, how many rows, and the environment it ran in."""
     lines = []
@@ -313,7 +331,8 @@ def build_report(df, title="ralp-bench report"):
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
     tables = [t for t in (throughput_table(summary, keys), prediction_table(summary, keys),
-                          accuracy_table(summary, keys), failure_table(summary, keys)) if t]
+                          accuracy_table(summary, keys), link_table(summary, keys),
+                          failure_table(summary, keys)) if t]
     return Report(title, intro, tables), summary, keys
 
 

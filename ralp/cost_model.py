@@ -223,6 +223,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     passes = hardware.pass_seconds
     phases: List[_Phase] = []
     worker_fwd = worker_bwd = ps_compute = 0.0
+    stages = None
     on_worker = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.worker_conv_flops)
     on_ps = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.ps_flops)
     worker_codec = ps_codec = 0.0
@@ -235,6 +236,10 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
                   _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)]
         ps_compute = passes(P / S, W + UPDATE_PASSES)  # sum W gradients, then the update
         worker_codec, ps_codec = on_worker(P, comp, 0), on_ps(P * W / S, comp, 1)
+        first = profile.first_dense_cut()
+        if first is not None:  # (share of the parameters, share of the FLOPs) before the FC layers
+            p_conv, _, _, f_conv, _ = profile.split_sizes(first)
+            stages = (p_conv / P, f_conv / max(1, profile.flops))
     elif strategy == "horovod":
         cut = None
         worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
@@ -272,7 +277,9 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         if measured:
             tower_train, head_train = timing.tower_s, timing.head_s
             worker_fwd, worker_bwd = tower_train / 3, tower_train * 2 / 3
-        ps_compute = head_train + passes(p_tower / S, W + UPDATE_PASSES) + passes(p_head, UPDATE_PASSES)
+        ps_update = passes(p_tower / S, W + UPDATE_PASSES) + passes(p_head, UPDATE_PASSES)
+        ps_compute = head_train + ps_update
+        stages = ("ralp", head_train)
         act_comp = _activation_codec(comp)
         # worker: encode activations and tower gradients, decode activation gradients;
         # PS task 0: decode W activations, encode W activation gradients, decode tower gradients.
@@ -282,11 +289,29 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
                     + on_ps(W * p_tower / S, comp, 1))
 
     return _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
-                     worker_codec, ps_codec)
+                     worker_codec, ps_codec, stages)
+
+
+def _staged_ps_step(durations, stages, fwd, bwd, codec):
+    """Sync PS step with the overlap TensorFlow's executor gives it: every parameter pull
+    starts with the step and the conv parameters (few, first in line) arrive early, so the
+    conv layers' forward runs while the FC weights are still coming; in the backward pass
+    the FC gradients are ready first and are pushed while the conv layers' gradients are
+    computed. ``stages`` = (conv share of the parameters, conv share of the FLOPs);
+    ``durations`` = (pull, push) phase times. Returns the worker's busy time up to the
+    last gradient arriving on the PS."""
+    pull, push = durations
+    p_conv, f_conv = stages
+    fwd_conv, fwd_fc = fwd * f_conv, fwd * (1 - f_conv)
+    bwd_conv, bwd_fc = bwd * f_conv, bwd * (1 - f_conv)
+    forward_done = max(pull, pull * p_conv + fwd_conv) + fwd_fc
+    fc_pushed = forward_done + bwd_fc + push * (1 - p_conv)
+    conv_ready = forward_done + bwd_fc + bwd_conv + codec
+    return max(fc_pushed, conv_ready) + push * p_conv
 
 
 def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
-              worker_codec=0.0, ps_codec=0.0):
+              worker_codec=0.0, ps_codec=0.0, stages=None):
     worker_Bps, ps_Bps, lat = hardware.worker_bandwidth / 8, hardware.ps_bandwidth / 8, hardware.latency_s
     ps_compute += ps_codec
     breakdown = {"worker_forward_s": worker_fwd, "worker_backward_s": worker_bwd, "ps_compute_s": ps_compute}
@@ -310,6 +335,15 @@ def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_
         ps_link_busy = max(totals["ps_tx"], totals["ps_rx"]) / ps_Bps
         comm = max(worker_link_busy, ps_link_busy) + latency
         step = max(worker_compute, ps_compute, comm)
+    elif stages is not None and stages[0] == "ralp" and len(phases) == 4:
+        pull, send, receive, push = (breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases)
+        # The tower's parameters stream in while its first layers compute, its gradients out
+        # while the earlier layers' are computed; the head waits for every worker's activations.
+        step = (max(pull, worker_fwd) + send + ps_compute + receive
+                + max(worker_bwd + worker_codec, push))
+    elif stages is not None and len(phases) == 2:
+        durations = [breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases]
+        step = _staged_ps_step(durations, stages, worker_fwd, worker_bwd, worker_codec) + ps_compute
     else:
         step = worker_compute + ps_compute + comm
     busy = {"worker compute": worker_compute, "PS compute": ps_compute,

@@ -173,7 +173,7 @@ def _from_file(path: Path) -> Hardware:
     if unknown:
         raise UserError(f"hardware file {path}: unknown keys {sorted(unknown)}; allowed: {sorted(names)}")
     required = names - {"name", "is_preset", "description", "ps_flops", "ps_bandwidth", "latency_s",
-                        "worker_dense_flops"}
+                        "worker_dense_flops", "pass_s"}
     missing = required - set(data)
     if missing:
         raise UserError(f"hardware file {path}: missing {sorted(missing)}")

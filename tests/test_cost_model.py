@@ -109,14 +109,34 @@ def test_compute_time_and_ps_compute_for_the_head():
     profile = two_layer_profile(1000, 1000, 10, conv_flops=2e9, fc_flops=1e9)
     hw = Hardware("compute", 1e12, 2e12, 2e12, 1e15, 1e15, 0.0)
     ring = predict(profile, "horovod", workers=1, batch_size=10, hardware=hw)
-    # 3x forward: conv 3*10*2e9 at 1e12 FLOP/s + dense 3*10*1e9 at 2e12 FLOP/s.
-    assert ring.compute_s == pytest.approx(0.06 + 0.015, rel=1e-9)
+    # 3x forward: conv 3*10*2e9 at 1e12 FLOP/s + dense 3*10*1e9 at 2e12 FLOP/s; plus the
+    # update, 2 memory-bound passes over the 2000 parameters, a pass priced at 80 conv FLOPs.
+    one_pass = 80 / 1e12
+    assert ring.compute_s == pytest.approx(0.06 + 0.015 + 2 * 2000 * one_pass, rel=1e-9)
     assert ring.bottleneck == "worker compute"
     ralp = predict(profile, "ralp", workers=8, batch_size=10, hardware=hw)
     head_s = 3 * 8 * 10 * 1e9 / 2e12  # the PS runs the head for all W*B images
-    assert ralp.breakdown["ps_compute_s"] == pytest.approx(head_s + (10 * 1000 + 2 * 1000) / 2e12)
+    # PS: sum 8 tower gradients + update the tower (10 passes over 1000), update the head (2 over 1000)
+    assert ralp.breakdown["ps_compute_s"] == pytest.approx(head_s + (10 * 1000 + 2 * 1000) * one_pass)
     assert ralp.breakdown["worker_forward_s"] + ralp.breakdown["worker_backward_s"] == pytest.approx(0.06)
     assert ralp.bottleneck == "PS compute"
+
+
+def test_sync_ps_overlaps_conv_forward_with_fc_pulls_and_fc_pushes_with_conv_backward():
+    # 1 MB of conv parameters, 3 MB of FC ones; 1 MB/s links; compute only in the conv layers.
+    profile = two_layer_profile(250_000, 750_000, 100, conv_flops=1e9, fc_flops=0)
+    hw = Hardware("link", 1e9 * 3 * 4 / 2.0, 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
+    step = predict(profile, "ps", workers=1, batch_size=4, hardware=hw)
+    # forward 2/3 s, backward 4/3 s (3x the forward FLOPs: 12e9 at 6e9 FLOP/s = 2 s in all).
+    pull = push = 4.0
+    forward_done = max(pull, 1.0 + 2 / 3)               # conv params after 1 s, then 2/3 s of conv forward
+    fc_pushed = forward_done + 3.0                      # FC gradients first, 3 s on the link
+    conv_ready = forward_done + 4 / 3
+    assert step.step_time_s == pytest.approx(max(fc_pushed, conv_ready) + 1.0, rel=1e-6)
+    # no FC layers to stream: nothing to overlap, the phases add up
+    convonly = ModelProfile("c", (1,), [LayerProfile("c", "Conv2D", 250_000, 250_000, int(1e9), 1000, False)], [])
+    plain = predict(convonly, "ps", workers=1, batch_size=4, hardware=hw)
+    assert plain.step_time_s == pytest.approx(pull / 4 + push / 4 + 2.0, rel=1e-6)
 
 
 def test_compression_scales_gradient_bytes():

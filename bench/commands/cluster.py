@@ -23,6 +23,10 @@ def register(subparsers):
     up.add_argument("--latency", default="0", help="one-way host-to-host delay, e.g. 0.1ms (needs sch_netem)")
     up.add_argument("--ps-bandwidth", default=None, help="host 0's link rate if different, e.g. 10gbit")
     up.add_argument("--name", default="ralp", help="cluster name: namespaces NAME-sw, NAME-h0.. (default ralp)")
+    up.add_argument("--cpus-per-host", type=float, default=None,
+                    help="CPU cores each host may use (cgroup cap; default: this machine's cores / hosts; 0: none)")
+    up.add_argument("--no-link-check", action="store_true",
+                    help="skip measuring each traffic pattern's share of the line rate")
     st = sub.add_parser("status", help="show emulated clusters: namespaces, addresses, rates, owner")
     st.add_argument("--name", default=None, help="only this cluster")
     down = sub.add_parser("down", help="remove a cluster (and any stale ones)")
@@ -46,15 +50,33 @@ def _up(args):
     bandwidth = parse_bandwidth(args.bandwidth)
     ps_bandwidth = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
     cluster = EmulatedCluster(args.hosts, bandwidth, parse_latency(args.latency), ps_bandwidth,
-                              name=args.name, manual=True)
+                              name=args.name, manual=True, cpus_per_host=args.cpus_per_host)
     cluster.up()
-    print(f"emulated cluster {cluster.name!r} up: {len(cluster.hosts)} hosts on {cluster.subnet}")
+    cpus = f"{cluster.cpus_per_host:.2f} cores each (cgroup cap)" if cluster.cpus_per_host else "no CPU cap"
+    print(f"emulated cluster {cluster.name!r} up: {len(cluster.hosts)} hosts on {cluster.subnet}, {cpus}")
     for host in cluster.hosts:
         role = " (PS)" if host is cluster.hosts[0] else ""
         print(f"  {host.netns:<14} {host.ip:<13} {host.iface}  {format_bandwidth(host.bandwidth_bps, flag=True)}{role}")
-    print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD")
+    if not args.no_link_check and len(cluster.hosts) >= 2:
+        print_link_table(cluster)
+    print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD   (network only; runs of ralp-bench "
+          "also enter the host's CPU group)")
     print(f"remove it:      ralp-bench cluster down --name {cluster.name}")
     return 0
+
+
+def print_link_table(cluster, patterns=None, seconds=1.0):
+    """Each traffic pattern's measured time against line rate (bench/launch/link_probe.py)."""
+    from bench.launch import link_probe
+
+    print("link efficiency (time at line rate / measured time; strategies rely on: "
+          "ps, ralp -> fan-in; horovod -> all-reduce):")
+    print(f"  {'pattern':<11} {'hosts':>5} {'rate':>10} {'measured':>9} {'line rate':>9} {'efficiency':>10}")
+    for pattern in patterns or link_probe.PATTERNS:
+        r = link_probe.measure_pattern(cluster, pattern, seconds)
+        flag = "  ⚠ below 90%" if r.efficiency < 0.9 else ""
+        print(f"  {r.pattern:<11} {r.hosts:>5} {format_bandwidth(r.rate_bps, flag=True):>10} {r.seconds:>8.3f}s "
+              f"{r.line_seconds:>8.3f}s {r.efficiency:>10.0%}{flag}", flush=True)
 
 
 def _status(args):

@@ -69,6 +69,32 @@ def _emulation():
         "; netem (latency) available" if netem_available() else "; no netem here: --latency must be 0")
 
 
+def _cgroups():
+    from bench.launch.cgroups import available, hierarchy
+
+    ok, reason = available()
+    if not ok:
+        return None, reason + "; emulated hosts then share the cores (contention, not a cluster)"
+    kind, root = hierarchy()
+    return True, f"CPU quotas per emulated host (cgroup {kind} at {root})"
+
+
+def _links():
+    """A 3-host emulated cluster at 100 Mbit/s: one flow and both ways as % of line rate."""
+    from bench.launch.emulated import EmulatedCluster
+    from bench.launch.link_probe import measure_pattern
+    from bench.launch.netns import can_emulate
+
+    if not can_emulate()[0]:
+        return None, "no emulated cluster here"
+    with EmulatedCluster(3, 100e6, name=f"rdoc{os.getpid() % 100000}") as cluster:
+        found = [measure_pattern(cluster, p, 0.5) for p in ("one flow", "both ways", "fan-in")]
+    text = ", ".join(f"{r.pattern} {r.efficiency:.0%}" for r in found)
+    low = [r for r in found if r.efficiency < 0.9]
+    return (None if low else True), f"share of line rate at 100 Mbit/s: {text}" + (
+        " (below 90%: times on this machine's emulated links understate the network)" if low else "")
+
+
 def _cpus():
     gpus = 0
     if shutil.which("nvidia-smi"):
@@ -78,7 +104,8 @@ def _cpus():
 
 
 CHECKS = [("TensorFlow", _tensorflow), ("Horovod", _horovod), ("mpirun", _mpirun), ("mpi4py", _mpi4py),
-          ("emulated cluster", _emulation), ("hardware", _cpus)]
+          ("emulated cluster", _emulation), ("CPU quotas", _cgroups), ("emulated links", _links),
+          ("hardware", _cpus)]
 
 
 def run(args):

@@ -231,7 +231,8 @@ class EmulatedCluster:
                 raise UserError(f"{label} must be positive, e.g. 1gbit; got {value!r}")
         if latency_s < 0:
             raise UserError(f"latency must be >= 0, e.g. 0.1ms; got {latency_s!r}")
-        if cpus_per_host is not None and (isinstance(cpus_per_host, bool) or not cpus_per_host >= 0):
+        if cpus_per_host is not None and (not isinstance(cpus_per_host, (int, float)) or isinstance(cpus_per_host, bool)
+                                          or not cpus_per_host >= 0):
             raise UserError(f"--cpus-per-host must be a number of cores >= 0 (0: no cap), got {cpus_per_host!r}")
         if not _NAME_RE.match(name):
             raise UserError(f"cluster name {name!r} must be 1-12 lowercase letters/digits starting with a letter")

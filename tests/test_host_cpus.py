@@ -1,0 +1,149 @@
+"""Each emulated host is capped at its own share of the CPU, and the caps go with the cluster.
+
+Needs root, namespaces and a cgroup CPU controller (skipped otherwise, with the reason).
+Clusters here are named rtestq* and removed whatever the outcome.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from bench.errors import UserError
+from bench.launch import cgroups as cg
+from bench.launch import link_probe
+from bench.launch import netns as nx
+from bench.launch.emulated import EmulatedCluster, cluster_namespaces, destroy_cluster, read_states
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+OK, WHY = nx.can_emulate() if os.name == "posix" else (False, "not POSIX")
+CG_OK, CG_WHY = cg.available()
+pytestmark = pytest.mark.skipif(not (OK and CG_OK), reason=f"no emulated cluster with CPU quotas: {WHY or CG_WHY}")
+NAMES = ("rtestq", "rtestqk", "rtestql")
+
+# Spins for a fixed wall time; prints CPU seconds used, the quota this process sees, hostname.
+BUSY = textwrap.dedent("""
+    import os, socket, time
+    from bench.launch.cgroups import own_quota_cores, usable_cores
+    end = time.monotonic() + float(os.environ.get("SPIN_S", "1.5"))
+    while time.monotonic() < end:
+        pass
+    print(time.process_time(), own_quota_cores(), usable_cores(), socket.gethostname())
+""")
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    yield
+    for name in NAMES:
+        if name in read_states() or cluster_namespaces(name) or cg.groups_of(name):
+            destroy_cluster(name)
+
+
+def test_quota_caps_each_host_and_is_visible_inside():
+    with EmulatedCluster(3, 100e6, name="rtestq", cpus_per_host=0.25) as c:
+        assert c.cpus_per_host == 0.25
+        out = subprocess.run(c.exec_argv(1, [PY, "-c", BUSY]), cwd=REPO, capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "SPIN_S": "2"})
+        assert out.returncode == 0, out.stderr
+        cpu_s, quota, usable, hostname = out.stdout.split()
+        # 2 s of wall time at a quarter of a core: 0.5 s of CPU (start-up included, so a margin).
+        assert float(cpu_s) < 0.75, out.stdout
+        assert float(quota) == pytest.approx(0.25) and float(usable) == pytest.approx(0.25)
+        assert hostname == c.hosts[1].ip  # each host its own hostname: its address
+        assert cg.read_cpu_stat(c.hosts[1].cpu_group)["nr_throttled"] > 0
+
+
+def test_default_quota_shares_the_machine_and_groups_go_with_the_cluster():
+    with EmulatedCluster(4, 100e6, name="rtestq") as c:
+        assert c.cpus_per_host == pytest.approx(cg.usable_cores() / 4)
+        groups = cg.groups_of("rtestq")
+        assert len(groups) == 4 and all(os.path.isdir(g) for g in groups)
+    assert cg.groups_of("rtestq") == [] and cluster_namespaces("rtestq") == []
+
+
+def test_mpirun_daemons_and_ranks_run_inside_their_hosts_groups():
+    code = "import os; print(os.environ['OMPI_COMM_WORLD_RANK'], open('/proc/self/cgroup').read().replace(chr(10), ' '))"
+    with EmulatedCluster(3, 100e6, name="rtestq", cpus_per_host=0.5) as c:
+        argv = c.mpirun_prefix() + ["mpirun"] + c.mpirun_args([1, 1, 1]) + [PY, "-c", code]
+        out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        assert out.returncode == 0, out.stdout + out.stderr
+        by_rank = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+        for rank, host in enumerate(c.hosts):
+            assert f"/{os.path.basename(host.cpu_group)} " in by_rank[str(rank)] + " ", by_rank
+
+
+def test_cpus_per_host_zero_means_no_cap_and_bad_values_are_refused():
+    with EmulatedCluster(2, 100e6, name="rtestq", cpus_per_host=0) as c:
+        assert all(h.cpu_group is None for h in c.hosts) and cg.groups_of("rtestq") == []
+    for bad in (-1, True, "x"):
+        with pytest.raises(UserError, match="cpus-per-host"):
+            EmulatedCluster(2, 100e6, name="rtestq", cpus_per_host=bad)
+
+
+def test_groups_of_a_sigkilled_owner_are_removed_at_the_next_bring_up():
+    code = ("import time; from bench.launch.emulated import EmulatedCluster; "
+            "c = EmulatedCluster(2, 100e6, name='rtestqk', cpus_per_host=0.5).up(); print('up', flush=True); "
+            "time.sleep(60)")
+    owner = subprocess.Popen([PY, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "up"
+        assert len(cg.groups_of("rtestqk")) == 2
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+    finally:
+        owner.kill()
+    assert len(cg.groups_of("rtestqk")) == 2  # nobody tore it down...
+    with EmulatedCluster(2, 100e6, name="rtestql", cpus_per_host=0.5):
+        pass  # ...until the next bring-up, which removes stale clusters
+    assert cg.groups_of("rtestqk") == [] and cluster_namespaces("rtestqk") == []
+
+
+def test_link_probe_patterns_measure_against_line_rate():
+    with EmulatedCluster(3, 50e6, name="rtestq", cpus_per_host=0.5) as c:
+        for pattern in ("one flow", "both ways", "fan-in"):
+            r = link_probe.measure_pattern(c, pattern, seconds=0.5)
+            assert r.pattern == pattern and r.seconds > 0
+            # the time at line rate is a floor: a tbf never lets more than its burst above the rate
+            assert 0.3 < r.efficiency < 1.15, r
+        assert link_probe.PATTERN_OF["horovod"] == "all-reduce"
+
+
+def test_gso_and_bucket_follow_the_rate():
+    assert nx.gso_segments(24e6) == 2 and nx.gso_segments(1e9) == 64 and nx.gso_segments(1e6) == 1
+    burst, limit = nx.tbf_sizes(24e6)
+    assert burst == 6056 and limit == 150_000  # two 2-segment packets; 50 ms of queue
+    burst, limit = nx.tbf_sizes(10e9)
+    assert burst == 1_250_000 and limit == 62_500_000
+
+
+def test_threads_follow_the_quota():
+    assert cg.threads_for(0.25) == 1 and cg.threads_for(1.0) == 1 and cg.threads_for(1.5) == 2
+
+
+def test_calibration_is_measured_under_the_quota():
+    from bench.calibration import run_capped
+
+    capped = run_capped(0.25, ["hardware"])
+    whole = run_capped(None, ["hardware"])
+    assert capped["worker_conv_flops"] < 0.6 * whole["worker_conv_flops"], (capped, whole)
+    assert capped["pass_s"] > whole["pass_s"]
+    assert not [g for g in cg.groups_of() if "calib" in g]
+
+
+def test_a_daemon_that_cannot_start_fails_the_launch_at_once():
+    """Open MPI's daemons stay attached: one that dies before reporting back ends mpirun with an
+    error instead of leaving it waiting (the old cold-start stalls)."""
+    with EmulatedCluster(3, 100e6, name="rtestq", cpus_per_host=0.5) as c:
+        subprocess.run(["ip", "netns", "delete", c.hosts[2].netns], check=True)  # host 2's daemon cannot start
+        argv = c.mpirun_prefix() + ["mpirun"] + c.mpirun_args([1, 1, 1]) + ["sleep", "30"]
+        start = time.monotonic()
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        assert out.returncode != 0
+        assert time.monotonic() - start < 25, out.stdout + out.stderr  # not the ranks' 30 s, not forever
