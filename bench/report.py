@@ -239,6 +239,32 @@ def prediction_table(summary, keys):
     return Table("Measured against predicted", headers, rows, notes)
 
 
+AUTO_TOLERANCE = 0.05  # auto "picked well" when its plan is within this of the measured best
+
+
+def auto_table(summary, keys):
+    """Did ``auto`` run the plan that measured fastest? One row per group that has auto and others."""
+    rows, hits = [], 0
+    for _, group in _groups(summary, keys):
+        ok = {r["strategy"]: r for _, r in group.iterrows() if r["status"] == "ok"}
+        others = {s: r for s, r in ok.items() if s != "auto" and not is_missing(r["images_per_sec"])}
+        if "auto" not in ok or not others:
+            continue
+        best = max(others, key=lambda s: others[s]["images_per_sec"])
+        ran = str(ok["auto"].get("plan") or "?").split("+")[0]
+        ran_rate = others[ran]["images_per_sec"] if ran in others else ok["auto"]["images_per_sec"]
+        share = ran_rate / others[best]["images_per_sec"]
+        good = ran == best or share >= 1 - AUTO_TOLERANCE
+        hits += good
+        verdict = "best" if ran == best else (f"within {1 - share:.0%}" if good else f"{1 - share:.0%} slower ⚠")
+        rows.append(_key_cells(group.iloc[0], keys) + [ran, best, verdict])
+    if not rows:
+        return None
+    return Table("Does auto pick the measured best?", _key_headers(keys) + ["auto ran", "measured best", "verdict"],
+                 rows, [f"auto ran the measured-best plan, or one within {AUTO_TOLERANCE:.0%} of it, in {hits} of "
+                        f"{len(rows)} cells (the plan's own row measures it, so noise between runs does not count)."])
+
+
 def accuracy_table(summary, keys):
     """Final accuracy and time-to-accuracy per strategy, when any row has them."""
     columns = ["accuracy", "time_to_accuracy_s", "final_loss"]
@@ -331,7 +357,7 @@ def build_report(df, title="ralp-bench report"):
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
     tables = [t for t in (throughput_table(summary, keys), prediction_table(summary, keys),
-                          accuracy_table(summary, keys), link_table(summary, keys),
+                          auto_table(summary, keys), accuracy_table(summary, keys), link_table(summary, keys),
                           failure_table(summary, keys)) if t]
     return Report(title, intro, tables), summary, keys
 

@@ -1,25 +1,31 @@
 """Time-scaled emulation: make this machine's compute-to-network ratio match a real cluster.
 
-A CPU here is ~200x slower than a V100, so a 10 Gbit/s link emulated at full
+A CPU here is ~100x slower than a V100, so a 10 Gbit/s link emulated at full
 rate would hide the network bottleneck the V100 cluster has. Scaling the link
 by the same factor as compute keeps the ratio of compute time to transfer
-time, which is what decides the speedups. Compute here is the calibrated
-throughput (ralp.hardware.calibrate) times the share of cores one worker gets
-when W workers share them. Rows record both the emulated rate and the preset.
+time, which is what decides the speedups. Compute here is one emulated host's:
+the throughput calibrated under its CPU quota (bench/calibration.py), or,
+without quotas, this machine's share when W workers split its cores. Rows
+record both the emulated rate and the preset.
 """
 import os
+from typing import Optional
 
 from bench.errors import UserError
 
 MIN_LINK_BPS = 1e6  # tc cannot shape usefully much below ~1 Mbit/s
 
 
-def scaled_link(preset: str, workers: int = 1) -> float:
-    from ralp.hardware import PRESETS, calibrate
+def scaled_link(preset: str, workers: int = 1, cpus_per_host: Optional[float] = None) -> float:
+    from bench.calibration import hardware_under
+    from ralp.hardware import PRESETS
 
     if preset not in PRESETS:
         raise UserError(f"--scale-to {preset!r} is not a preset; choose one of {', '.join(PRESETS)}")
-    target, here = PRESETS[preset], calibrate()
-    share = min(1.0, (os.cpu_count() or 1) / max(1, workers))
+    target = PRESETS[preset]
+    if cpus_per_host:
+        here, share = hardware_under(cpus_per_host), 1.0
+    else:
+        here, share = hardware_under(None), min(1.0, (os.cpu_count() or 1) / max(1, workers))
     factor = here.worker_conv_flops * share / target.worker_conv_flops
     return max(MIN_LINK_BPS, target.worker_bandwidth * factor)

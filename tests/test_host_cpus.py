@@ -66,16 +66,18 @@ def test_default_quota_shares_the_machine_and_groups_go_with_the_cluster():
     assert cg.groups_of("rtestq") == [] and cluster_namespaces("rtestq") == []
 
 
-def test_mpirun_daemons_and_ranks_run_inside_their_hosts_groups():
-    code = "import os; print(os.environ['OMPI_COMM_WORLD_RANK'], open('/proc/self/cgroup').read().replace(chr(10), ' '))"
+def test_mpirun_daemons_and_ranks_run_inside_their_hosts_groups(tmp_path):
+    code = ("import os, sys; open(os.path.join(sys.argv[1], os.environ['OMPI_COMM_WORLD_RANK']), 'w')"
+            ".write(open('/proc/self/cgroup').read())")
     with EmulatedCluster(3, 100e6, name="rtestq", cpus_per_host=0.5) as c:
-        argv = c.mpirun_prefix() + ["mpirun"] + c.mpirun_args([1, 1, 1]) + [PY, "-c", code]
+        argv = c.mpirun_prefix() + ["mpirun"] + c.mpirun_args([1, 1, 1]) + [PY, "-c", code, str(tmp_path)]
         out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
                              env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
         assert out.returncode == 0, out.stdout + out.stderr
-        by_rank = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
         for rank, host in enumerate(c.hosts):
-            assert f"/{os.path.basename(host.cpu_group)} " in by_rank[str(rank)] + " ", by_rank
+            groups = (tmp_path / str(rank)).read_text().split()
+            assert f"1:cpu:/{os.path.basename(host.cpu_group)}" in groups or any(
+                g.endswith(f":cpu:/{os.path.basename(host.cpu_group)}") for g in groups), groups
 
 
 def test_cpus_per_host_zero_means_no_cap_and_bad_values_are_refused():
