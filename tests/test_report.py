@@ -228,3 +228,27 @@ def test_cli_reads_an_old_schema_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "| alexnet | 2 | 250.0 | 1,000 (4.00× ps) |" in proc.stdout
     assert "older schema" in proc.stdout
+
+
+def test_auto_table_judges_the_plan_against_the_measured_best():
+    # alexnet x2 in run A: ralp 600 is best, auto ran ralp -> "best"
+    rows = _rows("A")
+    # vgg16 x2: auto ran horovod (40) while ralp measured 160 -> 75% slower
+    rows.append(new_row(model="vgg16", workers=2, batch_size=32, strategy="auto", plan="horovod",
+                        cluster_mode="emulated", link_bps=1e9, status="ok", images_per_sec=41.0,
+                        started_at="2026-12-02T10:00:00Z"))
+    markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
+    table = _table(markdown, "Does auto pick the measured best?")
+    assert ["alexnet", "2", "ralp", "ralp", "best"] in table
+    assert ["vgg16", "2", "horovod", "ralp", "75% slower ⚠"] in table
+    assert "in 1 of 2 cells" in markdown
+
+
+def test_links_below_85_percent_are_flagged():
+    rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, cluster_mode="emulated", link_bps=1e9,
+                    status="ok", images_per_sec=100.0, link_pattern=p, link_efficiency=e,
+                    started_at="2026-12-02T10:00:00Z")
+            for s, p, e in (("ps", "fan-in", 0.99), ("horovod", "all-reduce", 0.6))]
+    markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
+    table = _table(markdown, "Links below 85% of line rate")
+    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠"]]
