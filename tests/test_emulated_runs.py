@@ -2,6 +2,7 @@
 
 Needs root and network namespaces (skipped with the reason otherwise).
 """
+import os
 import signal
 import time
 
@@ -17,7 +18,11 @@ pytestmark = pytest.mark.skipif(not OK, reason=f"no emulated cluster here: {WHY}
 
 
 def _our_namespaces():
-    return [ns for ns in netns_list() if ns.startswith("ralp")]
+    """Namespaces and CPU groups of runs (clusters named ralp<pid>); both must go with the run."""
+    from bench.launch.cgroups import groups_of
+
+    return ([ns for ns in netns_list() if ns.startswith("ralp")]
+            + [g for g in groups_of() if os.path.basename(g).startswith("ralp-bench-ralp")])
 
 
 @pytest.fixture(scope="module")
