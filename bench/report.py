@@ -393,6 +393,9 @@ def compare(df_a, df_b, threshold=0.10, label_a="A", label_b="B"):
     keys = config_keys(pd.concat([df_a, df_b], ignore_index=True), include_run=False)
     cols = ["model", "workers", *keys, "strategy"]
     sa, sb = summarize(df_a, keys), summarize(df_b, keys)
+    for col in cols:  # a key one run never set is all-None (object); the other run's is numeric
+        if col in sa and col in sb and sa[col].dtype != sb[col].dtype:
+            sa[col], sb[col] = sa[col].astype(object), sb[col].astype(object)
     merged = sa.merge(sb, on=cols, how="outer", suffixes=("_a", "_b"), indicator=True, sort=False)
     merged["_order"] = merged["strategy"].map(_strategy_rank)
     merged = merged.sort_values(["model", "workers", *keys, "_order"], na_position="first",
