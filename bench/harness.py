@@ -130,7 +130,19 @@ def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
         "steps_to_accuracy": result["steps_to_accuracy"],
         "time_to_accuracy_s": result["time_to_accuracy_s"],
         "final_loss": result["losses"][-1] if result["losses"] else None,
+        "step_times_s": json.dumps([round(float(t), 6) for t in times]),
+        **tcp_health(result.get("tcp_by_host") or {}),
     }
+
+
+def tcp_health(tcp_by_host: Dict) -> Dict:
+    """The busiest host's share of retransmitted TCP segments over the timed steps, and the
+    retransmission timeouts of all hosts (kernel counters of each host's network namespace)."""
+    shares = [retrans / sent for sent, retrans, _ in tcp_by_host.values() if sent > 0]
+    if not shares:
+        return {}
+    return {"tcp_retransmit_max": max(shares),
+            "tcp_timeouts": sum(timeouts for _, _, timeouts in tcp_by_host.values())}
 
 
 def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: bool = False) -> List[Dict]:

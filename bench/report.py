@@ -25,12 +25,14 @@ CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", 
 MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
             "bytes_worker_predicted", "predicted_step_time_s", "accuracy", "target_accuracy",
-            "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency")
+            "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency",
+            "tcp_retransmit_max", "tcp_timeouts")
 ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
                "python_version", "cpu_model", "cpu_cores", "gpus", "hostname", "cluster_mode",
                "hosts", "link_bps")
 DISCREPANCY_LIMIT = 0.10
 LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
+RETRANSMIT_LIMIT = 0.01       # above this share of TCP segments resent, likewise
 PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
 
 
@@ -306,20 +308,29 @@ def failure_table(summary, keys):
     return Table("Failures", _key_headers(keys) + ["strategy", "reason"], rows)
 
 
-def link_table(summary, keys):
-    """Rows whose strategy's traffic pattern reached less than LINK_EFFICIENCY_LIMIT of line rate."""
-    if "link_efficiency" not in summary:
-        return None
-    low = summary[summary["link_efficiency"].notna() & (summary["link_efficiency"] < LINK_EFFICIENCY_LIMIT)]
+def health_table(summary, keys):
+    """Rows whose transport was unhealthy: the strategy's traffic pattern below
+    LINK_EFFICIENCY_LIMIT of line rate, or more than RETRANSMIT_LIMIT of TCP segments resent."""
+    link = summary.get("link_efficiency", pd.Series(dtype=float))
+    resent = summary.get("tcp_retransmit_max", pd.Series(dtype=float))
+    low = summary[(link.notna() & (link < LINK_EFFICIENCY_LIMIT)) | (resent.notna() & (resent > RETRANSMIT_LIMIT))]
     if low.empty:
         return None
-    rows = [_key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—", f"{r['link_efficiency']:.0%} ⚠"]
+
+    def flagged(value, bad):
+        return "—" if is_missing(value) else f"{value:.{1 if value < 0.1 else 0}%}" + (" ⚠" if bad(value) else "")
+
+    rows = [_key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—",
+                                   flagged(r.get("link_efficiency"), lambda v: v < LINK_EFFICIENCY_LIMIT),
+                                   flagged(r.get("tcp_retransmit_max"), lambda v: v > RETRANSMIT_LIMIT),
+                                   "—" if is_missing(r.get("tcp_timeouts")) else str(int(r["tcp_timeouts"]))]
             for _, r in low.iterrows()]
-    return Table(f"Links below {LINK_EFFICIENCY_LIMIT:.0%} of line rate",
-                 _key_headers(keys) + ["strategy", "pattern", "measured share of line rate"], rows,
-                 [f"The emulated links carried this strategy's traffic pattern at less than "
-                  f"{LINK_EFFICIENCY_LIMIT:.0%} of their rate (bench/launch/link_probe.py): its times "
-                  "partly measure the transport, not the strategy."])
+    return Table("Transport health", _key_headers(keys) + ["strategy", "pattern", "share of line rate",
+                                                           "TCP segments resent (busiest host)", "timeouts"], rows,
+                 [f"Rows whose strategy's traffic pattern reached less than {LINK_EFFICIENCY_LIMIT:.0%} of the "
+                  f"links' rate (bench/launch/link_probe.py), or whose busiest host resent more than "
+                  f"{RETRANSMIT_LIMIT:.0%} of its TCP segments over the timed steps: their times partly measure "
+                  "the transport, not the strategy."])
 
 
 def run_lines(df):
@@ -357,7 +368,7 @@ def build_report(df, title="ralp-bench report"):
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
     tables = [t for t in (throughput_table(summary, keys), prediction_table(summary, keys),
-                          auto_table(summary, keys), accuracy_table(summary, keys), link_table(summary, keys),
+                          auto_table(summary, keys), accuracy_table(summary, keys), health_table(summary, keys),
                           failure_table(summary, keys)) if t]
     return Report(title, intro, tables), summary, keys
 

@@ -244,11 +244,13 @@ def test_auto_table_judges_the_plan_against_the_measured_best():
     assert "in 1 of 2 cells" in markdown
 
 
-def test_links_below_85_percent_are_flagged():
+def test_slow_links_and_tcp_retransmissions_are_flagged():
     rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, cluster_mode="emulated", link_bps=1e9,
-                    status="ok", images_per_sec=100.0, link_pattern=p, link_efficiency=e,
-                    started_at="2026-12-02T10:00:00Z")
-            for s, p, e in (("ps", "fan-in", 0.99), ("horovod", "all-reduce", 0.6))]
+                    status="ok", images_per_sec=100.0, link_pattern=p, link_efficiency=e, tcp_retransmit_max=r,
+                    tcp_timeouts=t, started_at="2026-12-02T10:00:00Z")
+            for s, p, e, r, t in (("ps", "fan-in", 0.99, 0.001, 0), ("horovod", "all-reduce", 0.6, 0.002, 0),
+                                  ("ralp", "fan-in", 0.97, 0.043, 3))]
     markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
-    table = _table(markdown, "Links below 85% of line rate")
-    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠"]]
+    table = _table(markdown, "Transport health")
+    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠", "0.2%", "0"],
+                     ["alexnet", "2", "ralp", "fan-in", "97%", "4.3% ⚠", "3"]]
