@@ -132,3 +132,12 @@ def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
     p.add_argument("--calibration", default=None, choices=CALIBRATIONS,
                    help="cost model's compute figures: the model's own step timed on one host (model, default) "
                         "or conv/matmul micro-benchmarks (hardware)")
+
+
+def check_repeats(repeats) -> int:
+    """--repeats: at least 1 (default 1)."""
+    if repeats is None:
+        return 1
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise UserError(f"--repeats must be a positive integer, got {repeats!r}")
+    return repeats

@@ -145,10 +145,16 @@ def tcp_health(tcp_by_host: Dict) -> Dict:
             "tcp_timeouts": sum(timeouts for _, _, timeouts in tcp_by_host.values())}
 
 
-def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: bool = False) -> List[Dict]:
+def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: bool = False,
+             repeats: int = 1) -> List[Dict]:
+    """Every configuration ``repeats`` times, interleaved (A B C A B C): drift over the run
+    (a noisy neighbour, a warming machine) then hits every strategy alike."""
+    from bench.stats import interleaved
+
     rows = []
-    for cfg in configs:
-        rows.append(run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo))
+    for index, cfg in enumerate(interleaved(configs, repeats)):
+        row = run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo)
+        rows.append({**row, "repeat": index // max(1, len(configs))})
         if progress:
             progress.finished(cfg, rows[-1])
     return rows

@@ -30,6 +30,8 @@ def add_cluster_arguments(p):
                         "cores / hosts; 0: no cap)")
     p.add_argument("--no-link-check", action="store_true",
                    help="emulated: skip measuring the link efficiency of each strategy's traffic pattern")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="run every configuration N times, interleaved (A B C A B C) so drift hits all alike")
     p.add_argument("--results", default="results", help="result store directory (default results/)")
     p.add_argument("--no-store", action="store_true", help="do not record rows in the result store")
     p.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
@@ -98,10 +100,13 @@ def run(args):
     for cfg in configs:
         cfg.bandwidth = args.bandwidth
         cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
-    progress = RunProgress(len(configs), quiet=args.quiet)
+    from bench.config import check_repeats
+
+    repeats = check_repeats(args.repeats)
+    progress = RunProgress(len(configs) * repeats, quiet=args.quiet)
     try:
         with launcher:
-            rows = run_many(configs, launcher, progress=progress, echo=args.verbose)
+            rows = run_many(configs, launcher, progress=progress, echo=args.verbose, repeats=repeats)
     finally:
         progress.close()
     return publish(rows, args)[0]
