@@ -45,6 +45,9 @@ class RunConfig:
     bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
     network: Optional[str] = None  # CIDR of the cluster network (multi-homed hosts)
     horovod_ops: str = "gloo"      # Horovod's controller + CPU collectives: gloo | mpi (bench/hvd_init.py)
+    horovod_fusion_mb: float = 128.0  # HOROVOD_FUSION_THRESHOLD (Horovod 0.28's default: 128 MiB)
+    horovod_cycle_ms: float = 1.0     # HOROVOD_CYCLE_TIME (its default: 1 ms)
+    horovod_autotune: bool = False    # HOROVOD_AUTOTUNE: Horovod tunes fusion and cycle during the run
     cpus_per_host: Optional[float] = None  # each host's CPU quota (emulated cluster); calibration runs under it
     # What the cost model measures under that quota: model | hardware (RALP_CALIBRATION sets the default).
     calibration: str = field(default_factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
@@ -93,6 +96,8 @@ class RunConfig:
             raise UserError(f"--train-to-accuracy is a fraction in (0, 1], got {self.train_to_accuracy}")
         if self.horovod_ops not in ("gloo", "mpi"):
             raise UserError(f"--horovod-ops must be gloo or mpi, got {self.horovod_ops!r}")
+        if not self.horovod_fusion_mb >= 0 or not self.horovod_cycle_ms > 0:
+            raise UserError("--horovod-fusion-mb must be >= 0 and --horovod-cycle-ms > 0, e.g. 64 and 5")
         if self.calibration not in CALIBRATIONS:
             raise UserError(f"--calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.train_to_accuracy is not None and self.eval_every < 1:
@@ -129,6 +134,12 @@ def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
     p.add_argument("--network", default=None, help="CIDR of the cluster network when hosts have several NICs")
     p.add_argument("--horovod-ops", default=None, choices=("gloo", "mpi"),
                    help="Horovod's controller and CPU collectives (default gloo: blocking waits, no spinning)")
+    p.add_argument("--horovod-fusion-mb", type=float, default=None,
+                   help="Horovod's tensor-fusion buffer in MiB (default 128, Horovod's own)")
+    p.add_argument("--horovod-cycle-ms", type=float, default=None,
+                   help="Horovod's background cycle in ms (default 1, Horovod's own)")
+    p.add_argument("--horovod-autotune", action="store_const", const=True, default=None,
+                   help="let Horovod's autotuner pick fusion and cycle during the run (warm-up steps included)")
     p.add_argument("--calibration", default=None, choices=CALIBRATIONS,
                    help="cost model's compute figures: the model's own step timed on one host (model, default) "
                         "or conv/matmul micro-benchmarks (hardware)")

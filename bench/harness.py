@@ -21,7 +21,7 @@ from bench.roles import world_size
 _FORWARD = ["model", "workers", "ps", "batch_size", "steps", "warmup_steps", "learning_rate", "momentum", "seed",
             "dataset", "data_dir", "cut", "compression", "intra_threads", "inter_threads", "step_timeout",
             "train_to_accuracy", "eval_every", "hardware", "bandwidth", "cpus_per_host", "calibration",
-            "horovod_ops"]
+            "horovod_ops", "horovod_fusion_mb", "horovod_cycle_ms"]
 
 
 def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
@@ -32,6 +32,8 @@ def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
             argv += ["--" + name.replace("_", "-"), str(value)]
     if cfg.dump_weights:
         argv += ["--dump-weights", cfg.dump_weights]
+    if cfg.horovod_autotune:
+        argv += ["--horovod-autotune"]
     return argv
 
 
@@ -56,6 +58,11 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     picked_codec = cfg.compression == "auto"
     row.update(plan=strategy + (f"+{plan['compression']}" if picked_codec else ""), cut_layer=cut,
                **launcher.link_fields(strategy))
+    if strategy == "horovod":
+        from bench.hvd_init import settings_label
+
+        row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
+                                                 cfg.horovod_autotune)
     cfg = replace(cfg, compression=plan["compression"])  # ranks and predictions get the concrete codec
     tf_layout = strategy != "horovod"
     world = world_size(strategy, cfg.workers, cfg.ps)
