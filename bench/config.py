@@ -43,6 +43,8 @@ class RunConfig:
     eval_every: int = 0
     hardware: Optional[str] = None   # analyzer hardware preset or JSON file (auto, predictions)
     bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
+    ps_bandwidth: Optional[str] = None  # the PS hosts' link rate, when it differs (emulated: --ps-bandwidth)
+    latency: Optional[str] = None       # one-way latency the analyzer assumes (emulated: --latency)
     network: Optional[str] = None  # CIDR of the cluster network (multi-homed hosts)
     horovod_ops: str = "gloo"      # Horovod's controller + CPU collectives: gloo | mpi (bench/hvd_init.py)
     horovod_fusion_mb: float = 128.0  # HOROVOD_FUSION_THRESHOLD (Horovod 0.28's default: 128 MiB)

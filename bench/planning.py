@@ -46,7 +46,8 @@ def hardware_for(cfg: RunConfig):
         from bench.calibration import hardware_under
 
         spec = hardware_under(cfg.cpus_per_host or None)
-    return load_hardware(spec, bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH)
+    return load_hardware(spec, bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH, ps_bandwidth=cfg.ps_bandwidth,
+                         latency=cfg.latency)
 
 
 def timing_for(cfg: RunConfig):

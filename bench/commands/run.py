@@ -50,6 +50,18 @@ def configs_from_args(args):
     return out
 
 
+def apply_cluster(cfg, launcher, bandwidth):
+    """What the analyzer must assume for ``cfg`` on this cluster: its link rates, latency and
+    per-host CPU quota (the emulated cluster's own; elsewhere --bandwidth and the hardware's)."""
+    fields = launcher.cluster_fields()
+    cfg.bandwidth = bandwidth
+    cfg.cpus_per_host = fields.get("cpus_per_host")
+    emulated = fields.get("cluster_mode") == "emulated"
+    cfg.latency = f"{fields['latency_s']:g}" if emulated else None
+    ps_link = fields.get("ps_link_bps")
+    cfg.ps_bandwidth = f"{ps_link:.0f}" if emulated and ps_link and ps_link != fields.get("link_bps") else None
+
+
 def make_launcher(args, workers: int, ps: int):
     """Pick and configure the launcher; errors here come before anything starts."""
     from ralp.hardware import parse_bandwidth, parse_latency
@@ -98,8 +110,7 @@ def run(args):
     validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
     launcher = make_launcher(args, configs[0].workers, configs[0].ps)
     for cfg in configs:
-        cfg.bandwidth = args.bandwidth
-        cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
+        apply_cluster(cfg, launcher, args.bandwidth)
     from bench.config import check_repeats
 
     repeats = check_repeats(args.repeats)

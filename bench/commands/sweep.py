@@ -66,6 +66,7 @@ def run(args):
 
 
 def _run_points(sweep, args, journal, progress):
+    from bench.commands.run import apply_cluster
     from bench.harness import run_one
 
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
@@ -77,8 +78,7 @@ def _run_points(sweep, args, journal, progress):
             continue
         todo = []
         for point in group:
-            point.config.bandwidth = cluster_args.bandwidth
-            point.config.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
+            apply_cluster(point.config, launcher, cluster_args.bandwidth)
         # Repeats interleaved (A B C A B C), so drift over the sweep hits every point alike.
         for repeat in range(sweep.repeats):
             for point in group:
