@@ -90,6 +90,19 @@ class RunConfig:
         for name in ("batch_size", "steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if not self.step_timeout > 0:
+            raise UserError(f"--step-timeout must be a positive number of seconds, got {self.step_timeout}")
+        if self.network is not None:
+            import ipaddress
+
+            try:
+                ipaddress.ip_network(self.network, strict=False)
+            except ValueError:
+                raise UserError(f"--network {self.network!r} is not a CIDR such as 10.0.0.0/24") from None
+        if self.hardware not in (None, "local"):
+            from ralp.hardware import load_hardware
+
+            load_hardware(self.hardware)  # a preset name or a readable JSON file, else one line naming the fix
         if self.warmup_steps < 0:
             raise UserError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
         if self.learning_rate <= 0:

@@ -47,6 +47,10 @@ def configs_from_args(args):
     for strategy in strategies:
         cfg = RunConfig(**{**vars(base), "strategy": strategy}).validate()
         out.append(cfg)
+    if base.cut:
+        from bench.planning import check_cut
+
+        check_cut(out[0])  # before anything starts, not on the ranks
     return out
 
 
