@@ -43,8 +43,13 @@ class RunConfig:
     eval_every: int = 0
     hardware: Optional[str] = None   # analyzer hardware preset or JSON file (auto, predictions)
     bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
+    ps_bandwidth: Optional[str] = None  # the PS hosts' link rate, when it differs (emulated: --ps-bandwidth)
+    latency: Optional[str] = None       # one-way latency the analyzer assumes (emulated: --latency)
     network: Optional[str] = None  # CIDR of the cluster network (multi-homed hosts)
     horovod_ops: str = "gloo"      # Horovod's controller + CPU collectives: gloo | mpi (bench/hvd_init.py)
+    horovod_fusion_mb: float = 128.0  # HOROVOD_FUSION_THRESHOLD (Horovod 0.28's default: 128 MiB)
+    horovod_cycle_ms: float = 1.0     # HOROVOD_CYCLE_TIME (its default: 1 ms)
+    horovod_autotune: bool = False    # HOROVOD_AUTOTUNE: Horovod tunes fusion and cycle during the run
     cpus_per_host: Optional[float] = None  # each host's CPU quota (emulated cluster); calibration runs under it
     # What the cost model measures under that quota: model | hardware (RALP_CALIBRATION sets the default).
     calibration: str = field(default_factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
@@ -85,6 +90,19 @@ class RunConfig:
         for name in ("batch_size", "steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if not self.step_timeout > 0:
+            raise UserError(f"--step-timeout must be a positive number of seconds, got {self.step_timeout}")
+        if self.network is not None:
+            import ipaddress
+
+            try:
+                ipaddress.ip_network(self.network, strict=False)
+            except ValueError:
+                raise UserError(f"--network {self.network!r} is not a CIDR such as 10.0.0.0/24") from None
+        if self.hardware not in (None, "local"):
+            from ralp.hardware import load_hardware
+
+            load_hardware(self.hardware)  # a preset name or a readable JSON file, else one line naming the fix
         if self.warmup_steps < 0:
             raise UserError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
         if self.learning_rate <= 0:
@@ -93,6 +111,8 @@ class RunConfig:
             raise UserError(f"--train-to-accuracy is a fraction in (0, 1], got {self.train_to_accuracy}")
         if self.horovod_ops not in ("gloo", "mpi"):
             raise UserError(f"--horovod-ops must be gloo or mpi, got {self.horovod_ops!r}")
+        if not self.horovod_fusion_mb >= 0 or not self.horovod_cycle_ms > 0:
+            raise UserError("--horovod-fusion-mb must be >= 0 and --horovod-cycle-ms > 0, e.g. 64 and 5")
         if self.calibration not in CALIBRATIONS:
             raise UserError(f"--calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.train_to_accuracy is not None and self.eval_every < 1:
@@ -129,6 +149,21 @@ def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
     p.add_argument("--network", default=None, help="CIDR of the cluster network when hosts have several NICs")
     p.add_argument("--horovod-ops", default=None, choices=("gloo", "mpi"),
                    help="Horovod's controller and CPU collectives (default gloo: blocking waits, no spinning)")
+    p.add_argument("--horovod-fusion-mb", type=float, default=None,
+                   help="Horovod's tensor-fusion buffer in MiB (default 128, Horovod's own)")
+    p.add_argument("--horovod-cycle-ms", type=float, default=None,
+                   help="Horovod's background cycle in ms (default 1, Horovod's own)")
+    p.add_argument("--horovod-autotune", action="store_const", const=True, default=None,
+                   help="let Horovod's autotuner pick fusion and cycle during the run (warm-up steps included)")
     p.add_argument("--calibration", default=None, choices=CALIBRATIONS,
                    help="cost model's compute figures: the model's own step timed on one host (model, default) "
                         "or conv/matmul micro-benchmarks (hardware)")
+
+
+def check_repeats(repeats) -> int:
+    """--repeats: at least 1 (default 1)."""
+    if repeats is None:
+        return 1
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise UserError(f"--repeats must be a positive integer, got {repeats!r}")
+    return repeats

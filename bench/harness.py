@@ -21,7 +21,7 @@ from bench.roles import world_size
 _FORWARD = ["model", "workers", "ps", "batch_size", "steps", "warmup_steps", "learning_rate", "momentum", "seed",
             "dataset", "data_dir", "cut", "compression", "intra_threads", "inter_threads", "step_timeout",
             "train_to_accuracy", "eval_every", "hardware", "bandwidth", "cpus_per_host", "calibration",
-            "horovod_ops"]
+            "horovod_ops", "horovod_fusion_mb", "horovod_cycle_ms"]
 
 
 def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
@@ -32,6 +32,8 @@ def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
             argv += ["--" + name.replace("_", "-"), str(value)]
     if cfg.dump_weights:
         argv += ["--dump-weights", cfg.dump_weights]
+    if cfg.horovod_autotune:
+        argv += ["--horovod-autotune"]
     return argv
 
 
@@ -56,6 +58,11 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     picked_codec = cfg.compression == "auto"
     row.update(plan=strategy + (f"+{plan['compression']}" if picked_codec else ""), cut_layer=cut,
                **launcher.link_fields(strategy))
+    if strategy == "horovod":
+        from bench.hvd_init import settings_label
+
+        row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
+                                                 cfg.horovod_autotune)
     cfg = replace(cfg, compression=plan["compression"])  # ranks and predictions get the concrete codec
     tf_layout = strategy != "horovod"
     world = world_size(strategy, cfg.workers, cfg.ps)
@@ -130,13 +137,31 @@ def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
         "steps_to_accuracy": result["steps_to_accuracy"],
         "time_to_accuracy_s": result["time_to_accuracy_s"],
         "final_loss": result["losses"][-1] if result["losses"] else None,
+        "step_times_s": json.dumps([round(float(t), 6) for t in times]),
+        **tcp_health(result.get("tcp_by_host") or {}),
     }
 
 
-def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: bool = False) -> List[Dict]:
+def tcp_health(tcp_by_host: Dict) -> Dict:
+    """The busiest host's share of retransmitted TCP segments over the timed steps, and the
+    retransmission timeouts of all hosts (kernel counters of each host's network namespace)."""
+    shares = [retrans / sent for sent, retrans, _ in tcp_by_host.values() if sent > 0]
+    if not shares:
+        return {}
+    return {"tcp_retransmit_max": max(shares),
+            "tcp_timeouts": sum(timeouts for _, _, timeouts in tcp_by_host.values())}
+
+
+def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: bool = False,
+             repeats: int = 1) -> List[Dict]:
+    """Every configuration ``repeats`` times, interleaved (A B C A B C): drift over the run
+    (a noisy neighbour, a warming machine) then hits every strategy alike."""
+    from bench.stats import interleaved
+
     rows = []
-    for cfg in configs:
-        rows.append(run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo))
+    for index, cfg in enumerate(interleaved(configs, repeats)):
+        row = run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo)
+        rows.append({**row, "repeat": index // max(1, len(configs))})
         if progress:
             progress.finished(cfg, rows[-1])
     return rows

@@ -35,11 +35,26 @@ def slot_env(addresses: List[str], index: int) -> dict:
             "HOROVOD_HOSTNAME": me}
 
 
-def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str = "gloo"):
+def tuning_env(fusion_mb: float = 128.0, cycle_ms: float = 1.0, autotune: bool = False) -> dict:
+    """Horovod's knobs as the environment it reads at hvd.init()."""
+    env = {"HOROVOD_FUSION_THRESHOLD": str(int(fusion_mb * 1024 * 1024)), "HOROVOD_CYCLE_TIME": f"{cycle_ms:g}"}
+    if autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+    return env
+
+
+def settings_label(ops: str, fusion_mb: float, cycle_ms: float, autotune: bool) -> str:
+    """What a row records: 'gloo fusion=128MiB cycle=1ms autotune=off'."""
+    return f"{ops} fusion={fusion_mb:g}MiB cycle={cycle_ms:g}ms autotune={'on' if autotune else 'off'}"
+
+
+def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str = "gloo", tuning: dict = None):
     """hvd.init() on the ranks in ``worker_ranks`` (collective over ``comm``: every rank calls it;
-    others return None). ``addresses[r]``: where rank r is reached. Returns the horovod module."""
+    others return None). ``addresses[r]``: where rank r is reached; ``tuning``: ``tuning_env``'s
+    variables. Returns the horovod module."""
     from bench.tf_cluster import polite_allgather
 
+    os.environ.update(tuning or {})
     if ops not in OPS:
         raise ValueError(f"Horovod ops must be one of {OPS}, got {ops!r}")
     rank = comm.Get_rank()

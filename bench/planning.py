@@ -46,7 +46,8 @@ def hardware_for(cfg: RunConfig):
         from bench.calibration import hardware_under
 
         spec = hardware_under(cfg.cpus_per_host or None)
-    return load_hardware(spec, bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH)
+    return load_hardware(spec, bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH, ps_bandwidth=cfg.ps_bandwidth,
+                         latency=cfg.latency)
 
 
 def timing_for(cfg: RunConfig):
@@ -86,6 +87,7 @@ def resolve(cfg: RunConfig) -> Dict:
     if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
         return {"strategy": cfg.strategy, "cut": None, "compression": cfg.compression, "reason": None}
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
+        check_cut(cfg)
         return {"strategy": "ralp", "cut": cfg.cut, "compression": cfg.compression, "reason": None}
     plan = plan_for(cfg)
     strategy = plan.strategy if cfg.strategy == "auto" else cfg.strategy
@@ -96,6 +98,13 @@ def resolve(cfg: RunConfig) -> Dict:
             raise UserError(f"{cfg.model} has no cut point before a dense layer; ralp cannot split it "
                             f"(use --strategy ps or horovod)")
     return {"strategy": strategy, "cut": cut, "compression": plan.compression, "reason": plan.reason}
+
+
+def check_cut(cfg: RunConfig):
+    """--cut must name one of the model's cut points (refused before any rank starts)."""
+    cuts = model_profile(cfg.model).cut_points
+    if cfg.cut not in cuts:
+        raise UserError(f"cannot cut {cfg.model} after {cfg.cut!r}; valid cut points: {', '.join(cuts) or 'none'}")
 
 
 def _codec_or_none(spec):

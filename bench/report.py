@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench import plots
@@ -25,12 +26,14 @@ CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", 
 MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
             "bytes_worker_predicted", "predicted_step_time_s", "accuracy", "target_accuracy",
-            "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency")
+            "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency",
+            "tcp_retransmit_max", "tcp_timeouts")
 ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
                "python_version", "cpu_model", "cpu_cores", "gpus", "hostname", "cluster_mode",
                "hosts", "link_bps")
 DISCREPANCY_LIMIT = 0.10
 LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
+RETRANSMIT_LIMIT = 0.01       # above this share of TCP segments resent, likewise
 PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
 
 
@@ -79,7 +82,7 @@ def summarize(df, keys):
             record.update({m: _median(ok[m]) for m in MEASURES})
             record.update(status="ok", failure=None, repeats=len(ok),
                           plan=_first(ok["plan"]), cut_layer=_first(ok["cut_layer"]),
-                          link_pattern=_first(ok["link_pattern"]))
+                          link_pattern=_first(ok["link_pattern"]), step_times=_all_steps(ok))
         else:
             record.update({m: math.nan for m in MEASURES})
             record.update(status="failed", repeats=len(rows), plan=_first(rows["plan"]),
@@ -92,6 +95,18 @@ def summarize(df, keys):
     summary = summary.sort_values(["model", "workers", *keys, "_order"], na_position="first",
                                   key=lambda col: col.map(_sort_key))
     return summary.drop(columns="_order").reset_index(drop=True)
+
+
+def _all_steps(rows):
+    """Every timed step of the ok rows (repeats pooled), or None when a row kept none."""
+    from bench.stats import parse_steps
+
+    if "step_times_s" not in rows:
+        return None
+    parts = [parse_steps(text) for text in rows["step_times_s"]]
+    if any(p is None for p in parts):
+        return None
+    return np.concatenate(parts).tolist()
 
 
 def _strategy_rank(strategy):
@@ -185,7 +200,7 @@ def throughput_table(summary, keys):
     rows = []
     for _, group in _groups(summary, keys):
         by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
-        baselines = {name: by_strategy[name]["images_per_sec"] for name in ("ps", "horovod")
+        baselines = {name: by_strategy[name] for name in ("ps", "horovod")
                      if name in by_strategy and by_strategy[name]["status"] == "ok"}
         cells = []
         for strategy in strategies:
@@ -197,18 +212,44 @@ def throughput_table(summary, keys):
             else:
                 cells.append(_throughput_cell(row, baselines))
         rows.append(_key_cells(group.iloc[0], keys) + cells)
-    notes = ["Cells: images/sec over all workers (median over repeats); in brackets the speedup "
-             "over `ps` and over `horovod` in the same row. `auto` shows the plan it ran."]
+    notes = ["Cells: images/sec over all workers (median over repeats); where rows kept their step times, "
+             "the median over timed steps [95% bootstrap interval] ±jitter (tf_cnn_benchmarks' MAD-based "
+             "spread). In brackets the speedup over `ps` and over `horovod` in the same row (ratio of median "
+             "step times); '≈ ps' marks no significant difference (the speedup's 95% interval holds 1.0). "
+             "`auto` shows the plan it ran."]
     return Table("Throughput and speedup", _key_headers(keys) + strategies, rows, notes)
 
 
+def _steps_of(row):
+    steps = row.get("step_times")
+    return steps if isinstance(steps, (list, tuple)) and len(steps) else None
+
+
 def _throughput_cell(row, baselines):
+    """'128 [121–134] ±4 (1.6× ps, ≈ horovod)': median images/sec with its 95% bootstrap interval and
+    jitter when the row kept its step times, then speedups; one whose interval holds 1.0 is '≈'."""
+    from bench.stats import rate_summary, speedup_ci
+
     rate = row["images_per_sec"]
+    steps = _steps_of(row)
     text = fmt_rate(rate)
+    if steps and len(steps) >= 3 and not is_missing(rate):
+        images_per_step = rate * float(np.mean(steps))  # images/sec is images over the timed steps' time
+        s = rate_summary(steps, images_per_step)
+        text = f"{fmt_rate(s['median'])} [{fmt_rate(s['low'])}–{fmt_rate(s['high'])}] ±{fmt_rate(s['jitter'])}"
     if row["strategy"] == "auto" and row.get("plan"):
         text += f" [ran {row['plan']}]"
-    speedups = [f"{rate / base:.2f}× {name}" for name, base in baselines.items()
-                if name != row["strategy"] and not is_missing(rate) and not is_missing(base) and base > 0]
+    speedups = []
+    for name, base in baselines.items():
+        if name == row["strategy"] or is_missing(rate) or is_missing(base["images_per_sec"]) or not base[
+                "images_per_sec"] > 0:
+            continue
+        base_steps = _steps_of(base)
+        if steps and base_steps and len(steps) >= 3 and len(base_steps) >= 3:
+            ratio, low, high = speedup_ci(base_steps, steps)
+            speedups.append(f"{ratio:.2f}× {name}" if not (low <= 1.0 <= high) else f"≈ {name}")
+        else:
+            speedups.append(f"{rate / base['images_per_sec']:.2f}× {name}")
     return text + (f" ({', '.join(speedups)})" if speedups else "")
 
 
@@ -306,20 +347,29 @@ def failure_table(summary, keys):
     return Table("Failures", _key_headers(keys) + ["strategy", "reason"], rows)
 
 
-def link_table(summary, keys):
-    """Rows whose strategy's traffic pattern reached less than LINK_EFFICIENCY_LIMIT of line rate."""
-    if "link_efficiency" not in summary:
-        return None
-    low = summary[summary["link_efficiency"].notna() & (summary["link_efficiency"] < LINK_EFFICIENCY_LIMIT)]
+def health_table(summary, keys):
+    """Rows whose transport was unhealthy: the strategy's traffic pattern below
+    LINK_EFFICIENCY_LIMIT of line rate, or more than RETRANSMIT_LIMIT of TCP segments resent."""
+    link = summary.get("link_efficiency", pd.Series(dtype=float))
+    resent = summary.get("tcp_retransmit_max", pd.Series(dtype=float))
+    low = summary[(link.notna() & (link < LINK_EFFICIENCY_LIMIT)) | (resent.notna() & (resent > RETRANSMIT_LIMIT))]
     if low.empty:
         return None
-    rows = [_key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—", f"{r['link_efficiency']:.0%} ⚠"]
+
+    def flagged(value, bad):
+        return "—" if is_missing(value) else f"{value:.{1 if value < 0.1 else 0}%}" + (" ⚠" if bad(value) else "")
+
+    rows = [_key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—",
+                                   flagged(r.get("link_efficiency"), lambda v: v < LINK_EFFICIENCY_LIMIT),
+                                   flagged(r.get("tcp_retransmit_max"), lambda v: v > RETRANSMIT_LIMIT),
+                                   "—" if is_missing(r.get("tcp_timeouts")) else str(int(r["tcp_timeouts"]))]
             for _, r in low.iterrows()]
-    return Table(f"Links below {LINK_EFFICIENCY_LIMIT:.0%} of line rate",
-                 _key_headers(keys) + ["strategy", "pattern", "measured share of line rate"], rows,
-                 [f"The emulated links carried this strategy's traffic pattern at less than "
-                  f"{LINK_EFFICIENCY_LIMIT:.0%} of their rate (bench/launch/link_probe.py): its times "
-                  "partly measure the transport, not the strategy."])
+    return Table("Transport health", _key_headers(keys) + ["strategy", "pattern", "share of line rate",
+                                                           "TCP segments resent (busiest host)", "timeouts"], rows,
+                 [f"Rows whose strategy's traffic pattern reached less than {LINK_EFFICIENCY_LIMIT:.0%} of the "
+                  f"links' rate (bench/launch/link_probe.py), or whose busiest host resent more than "
+                  f"{RETRANSMIT_LIMIT:.0%} of its TCP segments over the timed steps: their times partly measure "
+                  "the transport, not the strategy."])
 
 
 def run_lines(df):
@@ -357,7 +407,7 @@ def build_report(df, title="ralp-bench report"):
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
     tables = [t for t in (throughput_table(summary, keys), prediction_table(summary, keys),
-                          auto_table(summary, keys), accuracy_table(summary, keys), link_table(summary, keys),
+                          auto_table(summary, keys), accuracy_table(summary, keys), health_table(summary, keys),
                           failure_table(summary, keys)) if t]
     return Report(title, intro, tables), summary, keys
 

@@ -45,7 +45,7 @@ FIELD_TYPES = {
     "link_efficiency": _FLOAT,
     "model": _STR, "dataset": _STR, "batch_size": _INT, "global_batch": _INT, "workers": _INT,
     "ps": _INT, "strategy": _STR, "plan": _STR, "cut_layer": _STR, "compression": _STR,
-    "steps": _INT, "warmup_steps": _INT,
+    "steps": _INT, "warmup_steps": _INT, "repeat": _INT,
     "images_per_sec": _FLOAT, "step_time_median_s": _FLOAT, "step_time_p10_s": _FLOAT,
     "step_time_p90_s": _FLOAT,
     "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
@@ -53,6 +53,7 @@ FIELD_TYPES = {
     "predicted_step_time_s": _FLOAT,
     "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
     "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
+    "horovod_settings": _STR, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,
     "status": _STR, "failure": _STR,
 }
 SCHEMA_FIELDS = tuple(FIELD_TYPES)

@@ -1,6 +1,7 @@
 """Sweep definitions: a TOML file naming a grid of configurations to run.
 
     name = "headline"
+    repeats = 3                # every point 3 times, interleaved (--repeats overrides)
     [defaults]                 # any RunConfig field, plus cluster settings
     dataset = "synthetic"
     steps = 5
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List
 
-from bench.config import RunConfig
+from bench.config import RunConfig, check_repeats
 from bench.errors import UserError
 
 CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile", "cpus_per_host")
@@ -42,9 +43,10 @@ class Sweep:
     name: str
     description: str
     points: List[SweepPoint]
+    repeats: int = 1
 
 
-def load_sweep(path: str, overrides: Dict = None) -> Sweep:
+def load_sweep(path: str, overrides: Dict = None, repeats=None) -> Sweep:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"sweep file {path!r} not found; see sweeps/ for examples")
@@ -76,4 +78,5 @@ def load_sweep(path: str, overrides: Dict = None) -> Sweep:
             points.append(SweepPoint(cfg, cluster))
     if not points:
         raise UserError(f"{path}: the grid is empty")
-    return Sweep(spec.get("name", p.stem), spec.get("description", ""), points)
+    return Sweep(spec.get("name", p.stem), spec.get("description", ""), points,
+                 check_repeats(repeats if repeats is not None else spec.get("repeats")))

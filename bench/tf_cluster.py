@@ -157,10 +157,10 @@ def device_for(job: str, index: int) -> str:
 # ---- bytes on the wire ------------------------------------------------------
 
 def read_nic(info: ClusterInfo) -> Optional[dict]:
-    """This host's NIC byte counters, or None when ranks talk over loopback."""
+    """This host's NIC byte counters and TCP segment counters, or None when ranks talk over loopback."""
     if info.loopback:
         return None
-    from bench.launch.nic import nic_counters, route_iface
+    from bench.launch.nic import nic_counters, route_iface, tcp_counters
 
     me = info.addresses[info.rank]
     peer = next((a for a in info.addresses if a != me), None)
@@ -168,15 +168,16 @@ def read_nic(info: ClusterInfo) -> Optional[dict]:
         return None
     iface = route_iface(peer)
     tx, rx = nic_counters(iface)
-    return {"host": me, "iface": iface, "tx": tx, "rx": rx}
+    out_segs, retrans, timeouts = tcp_counters()
+    return {"host": me, "iface": iface, "tx": tx, "rx": rx, "tcp": (out_segs, retrans, timeouts)}
 
 
 class TrafficMeter:
     """Gathers NIC counters of every host at phase boundaries.
 
     Every rank of the job takes part (collectively); serving ranks do so from
-    ``follow_until_stopped``. ``sample()`` returns {host: (tx, rx)};
-    ``delta(a, b)`` the bytes each host sent and received in between.
+    ``follow_until_stopped``. ``sample()`` returns {host: (tx, rx, tcp segments
+    sent, retransmitted, timeouts)}; ``delta(a, b)`` each of them in between.
     """
 
     def __init__(self, comm, info: ClusterInfo):
@@ -188,14 +189,14 @@ class TrafficMeter:
 
     @staticmethod
     def delta(before: Dict[str, tuple], after: Dict[str, tuple]) -> Dict[str, tuple]:
-        return {h: (after[h][0] - before[h][0], after[h][1] - before[h][1]) for h in before if h in after}
+        return {h: tuple(a - b for a, b in zip(after[h], before[h])) for h in before if h in after}
 
 
 def _by_host(replies) -> Dict[str, tuple]:
     counters = {}
     for _, nic in replies:
         if nic and nic["host"] not in counters:
-            counters[nic["host"]] = (nic["tx"], nic["rx"])
+            counters[nic["host"]] = (nic["tx"], nic["rx"], *nic.get("tcp", (0, 0, 0)))
     return counters
 
 

@@ -82,8 +82,8 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
             watchdog.arm(f"evaluation after step {step}", timeout_s=max(60.0, cfg.step_timeout))
             pause = meter.sample()
             accuracy = strategy.evaluate()
-            for host, (tx, rx) in TrafficMeter.delta(pause, meter.sample()).items():
-                excluded[host] = excluded.get(host, np.zeros(2)) + (tx, rx)
+            for host, counts in TrafficMeter.delta(pause, meter.sample()).items():
+                excluded[host] = excluded.get(host, np.zeros(len(counts))) + counts
             evals.append({"step": timed, "accuracy": accuracy, "train_time_s": float(np.sum(step_times)),
                           "loss": losses[-1]})
             if cfg.train_to_accuracy is not None and accuracy >= cfg.train_to_accuracy:
@@ -91,8 +91,10 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
     after = meter.sample()
     watchdog.disarm()
 
-    bytes_by_host = {h: [int(tx - excluded.get(h, (0, 0))[0]), int(rx - excluded.get(h, (0, 0))[1])]
-                     for h, (tx, rx) in TrafficMeter.delta(before, after).items()}
+    timed = {h: [int(v) for v in np.asarray(counts) - excluded.get(h, 0)]
+             for h, counts in TrafficMeter.delta(before, after).items()}
+    bytes_by_host = {h: counts[:2] for h, counts in timed.items()}
+    tcp_by_host = {h: counts[2:5] for h, counts in timed.items() if len(counts) >= 5}
     timed_steps = len(step_times)
     return {
         **strategy.describe(),
@@ -104,6 +106,7 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
         "setup_s": setup_s,
         "train_time_s": float(np.sum(step_times)),
         "bytes_by_host": bytes_by_host,
+        "tcp_by_host": tcp_by_host,  # [segments sent, retransmitted, retransmission timeouts]
         "final_accuracy": evals[-1]["accuracy"] if evals else None,
         "steps_to_accuracy": reached_at["step"] if reached_at else None,
         "time_to_accuracy_s": reached_at["train_time_s"] if reached_at else None,

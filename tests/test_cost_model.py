@@ -226,3 +226,17 @@ def test_calibrate_measures_once_then_reuses_the_cache(tmp_path):
     again = calibrate(path=path)
     assert time.perf_counter() - start < 0.5
     assert again.worker_dense_flops == measured.worker_dense_flops
+
+
+def test_ps_link_rate_and_latency_reach_the_analyzer():
+    from bench.config import RunConfig
+    from bench.planning import hardware_for
+
+    cfg = RunConfig(hardware="v100-10gbe", bandwidth="1gbit", ps_bandwidth="10gbit", latency="1ms")
+    hw = hardware_for(cfg)
+    assert (hw.worker_bandwidth, hw.ps_bandwidth, hw.latency_s) == (1e9, 10e9, pytest.approx(1e-3))
+    profile = two_layer_profile(1_000_000, 3_000_000, 1000)
+    slow_ps = predict(profile, "ps", workers=4, batch_size=8, hardware=hardware_for(
+        RunConfig(hardware="v100-10gbe", bandwidth="1gbit")))
+    fast_ps = predict(profile, "ps", workers=4, batch_size=8, hardware=hw)
+    assert fast_ps.step_time_s < slow_ps.step_time_s

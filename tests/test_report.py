@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.image import imread
@@ -244,11 +245,29 @@ def test_auto_table_judges_the_plan_against_the_measured_best():
     assert "in 1 of 2 cells" in markdown
 
 
-def test_links_below_85_percent_are_flagged():
+def test_slow_links_and_tcp_retransmissions_are_flagged():
     rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, cluster_mode="emulated", link_bps=1e9,
-                    status="ok", images_per_sec=100.0, link_pattern=p, link_efficiency=e,
-                    started_at="2026-12-02T10:00:00Z")
-            for s, p, e in (("ps", "fan-in", 0.99), ("horovod", "all-reduce", 0.6))]
+                    status="ok", images_per_sec=100.0, link_pattern=p, link_efficiency=e, tcp_retransmit_max=r,
+                    tcp_timeouts=t, started_at="2026-12-02T10:00:00Z")
+            for s, p, e, r, t in (("ps", "fan-in", 0.99, 0.001, 0), ("horovod", "all-reduce", 0.6, 0.002, 0),
+                                  ("ralp", "fan-in", 0.97, 0.043, 3))]
     markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
-    table = _table(markdown, "Links below 85% of line rate")
-    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠"]]
+    table = _table(markdown, "Transport health")
+    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠", "0.2%", "0"],
+                     ["alexnet", "2", "ralp", "fan-in", "97%", "4.3% ⚠", "3"]]
+
+
+def test_throughput_cells_carry_intervals_and_say_when_a_speedup_is_not_significant():
+    import json
+
+    rng = np.random.default_rng(0)
+    times = {"ps": rng.normal(1.0, 0.02, 12), "horovod": rng.normal(0.99, 0.05, 12), "ralp": rng.normal(0.5, 0.01, 12)}
+    rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, cluster_mode="emulated", link_bps=1e9,
+                    status="ok", images_per_sec=64 * len(t) / t.sum(), step_times_s=json.dumps(t.tolist()),
+                    started_at="2026-12-02T10:00:00Z") for s, t in times.items()]
+    markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
+    cells = dict(zip(["ps", "horovod", "ralp"], _table(markdown, "Throughput and speedup")[0][2:]))
+    assert "≈ ps" in cells["horovod"]                      # 1% apart with 5% noise: no significant difference
+    assert "2.0" in cells["ralp"].split("(")[1] and "× ps" in cells["ralp"]
+    low, high = (float(v) for v in cells["ralp"].split("[")[1].split("]")[0].split("–"))
+    assert low < 64 / 0.5 < high                           # the interval holds the true rate

@@ -33,10 +33,19 @@ def test_shipped_sweeps_expand_to_their_grids():
     ("[[grid]]\nmodel = 'nosuchnet'\n", "nosuchnet"),
     ("[[grid]]\nmodel = ['alexnet_cifar'\n", "not valid TOML"),
     ("[[grid]]\nmodel = 'alexnet_cifar'\nstrategy = []\n", "grid is empty"),
+    ("repeats = 0\n[[grid]]\nmodel = 'alexnet_cifar'\n", "--repeats must be a positive integer"),
+    ("repeats = 'x'\n[[grid]]\nmodel = 'alexnet_cifar'\n", "--repeats must be a positive integer"),
 ])
 def test_bad_sweep_files_are_refused_before_anything_runs(tmp_path, text, message):
     with pytest.raises(UserError, match=message):
         load_sweep(_write(tmp_path, text))
+
+
+def test_repeats_come_from_the_file_or_the_command_line(cli, tmp_path):
+    path = _write(tmp_path, "repeats = 3\n[[grid]]\nmodel = 'alexnet_cifar'\nstrategy = ['ps', 'ralp']\n")
+    assert load_sweep(path).repeats == 3 and load_sweep(path, repeats=2).repeats == 2
+    proc = cli("sweep", path, "--dry-run")
+    assert proc.returncode == 0 and "each 3 times, interleaved: 6 runs" in proc.stdout
 
 
 def test_missing_sweep_file_exits_2_with_one_line(cli, tmp_path):

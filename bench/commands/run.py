@@ -30,6 +30,8 @@ def add_cluster_arguments(p):
                         "cores / hosts; 0: no cap)")
     p.add_argument("--no-link-check", action="store_true",
                    help="emulated: skip measuring the link efficiency of each strategy's traffic pattern")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="run every configuration N times, interleaved (A B C A B C) so drift hits all alike")
     p.add_argument("--results", default="results", help="result store directory (default results/)")
     p.add_argument("--no-store", action="store_true", help="do not record rows in the result store")
     p.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
@@ -45,7 +47,23 @@ def configs_from_args(args):
     for strategy in strategies:
         cfg = RunConfig(**{**vars(base), "strategy": strategy}).validate()
         out.append(cfg)
+    if base.cut:
+        from bench.planning import check_cut
+
+        check_cut(out[0])  # before anything starts, not on the ranks
     return out
+
+
+def apply_cluster(cfg, launcher, bandwidth):
+    """What the analyzer must assume for ``cfg`` on this cluster: its link rates, latency and
+    per-host CPU quota (the emulated cluster's own; elsewhere --bandwidth and the hardware's)."""
+    fields = launcher.cluster_fields()
+    cfg.bandwidth = bandwidth
+    cfg.cpus_per_host = fields.get("cpus_per_host")
+    emulated = fields.get("cluster_mode") == "emulated"
+    cfg.latency = f"{fields['latency_s']:g}" if emulated else None
+    ps_link = fields.get("ps_link_bps")
+    cfg.ps_bandwidth = f"{ps_link:.0f}" if emulated and ps_link and ps_link != fields.get("link_bps") else None
 
 
 def make_launcher(args, workers: int, ps: int):
@@ -96,12 +114,14 @@ def run(args):
     validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
     launcher = make_launcher(args, configs[0].workers, configs[0].ps)
     for cfg in configs:
-        cfg.bandwidth = args.bandwidth
-        cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
-    progress = RunProgress(len(configs), quiet=args.quiet)
+        apply_cluster(cfg, launcher, args.bandwidth)
+    from bench.config import check_repeats
+
+    repeats = check_repeats(args.repeats)
+    progress = RunProgress(len(configs) * repeats, quiet=args.quiet)
     try:
         with launcher:
-            rows = run_many(configs, launcher, progress=progress, echo=args.verbose)
+            rows = run_many(configs, launcher, progress=progress, echo=args.verbose, repeats=repeats)
     finally:
         progress.close()
     return publish(rows, args)[0]

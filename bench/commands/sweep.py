@@ -13,7 +13,7 @@ from itertools import groupby
 
 # A journaled row stands for the sweep point with the same values of these fields.
 POINT_FIELDS = ("model", "dataset", "batch_size", "workers", "ps", "strategy", "compression", "steps",
-                "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host")
+                "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "repeat")
 
 
 def register(subparsers):
@@ -37,18 +37,21 @@ def run(args):
     from bench.progress import RunProgress
     from bench.sweep import load_sweep
 
-    sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression})
+    sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats)
     for ds, data_dir in {(p.config.dataset, p.config.data_dir) for p in sweep.points}:
         validate_data(ds, data_dir)
     if args.dry_run:
         for p in sweep.points:
             print(f"{p.config.model} {p.config.strategy} workers={p.config.workers} {p.cluster}")
+        if sweep.repeats > 1:
+            print(f"each {sweep.repeats} times, interleaved: {len(sweep.points) * sweep.repeats} runs")
         return 0
     journal = _Journal(args)
-    print(f"sweep {sweep.name}: {len(sweep.points)} configurations, run {journal.run_id}"
+    print(f"sweep {sweep.name}: {len(sweep.points)} configurations"
+          f"{f' x {sweep.repeats} repeats' if sweep.repeats > 1 else ''}, run {journal.run_id}"
           f"{f' ({len(journal.done)} already done)' if journal.done else ''}. {sweep.description}",
           file=sys.stderr)
-    progress = RunProgress(len(sweep.points), quiet=args.quiet)
+    progress = RunProgress(len(sweep.points) * sweep.repeats, quiet=args.quiet)
     try:
         _run_points(sweep, args, journal, progress)
     except BaseException:
@@ -63,6 +66,7 @@ def run(args):
 
 
 def _run_points(sweep, args, journal, progress):
+    from bench.commands.run import apply_cluster
     from bench.harness import run_one
 
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
@@ -74,18 +78,21 @@ def _run_points(sweep, args, journal, progress):
             continue
         todo = []
         for point in group:
-            point.config.bandwidth = cluster_args.bandwidth
-            point.config.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
-            if journal.has(point.config, launcher.cluster_fields()):
-                progress.skipped(point.config)
-            else:
-                todo.append(point)
+            apply_cluster(point.config, launcher, cluster_args.bandwidth)
+        # Repeats interleaved (A B C A B C), so drift over the sweep hits every point alike.
+        for repeat in range(sweep.repeats):
+            for point in group:
+                if journal.has(point.config, launcher.cluster_fields(), repeat):
+                    progress.skipped(point.config)
+                else:
+                    todo.append((repeat, point))
         if not todo:
             continue
         with launcher:
-            for point in todo:
+            for repeat, point in todo:
                 row = run_one(point.config, launcher, on_progress=progress.callback(point.config),
                               echo=args.verbose)
+                row["repeat"] = repeat
                 journal.add(row)
                 progress.finished(point.config, row)
 
@@ -117,10 +124,10 @@ class _Journal:
     def key(row):
         return tuple(None if row.get(k) is None else str(row[k]) for k in POINT_FIELDS)
 
-    def has(self, cfg, cluster_fields):
+    def has(self, cfg, cluster_fields, repeat=0):
         from bench.harness import failed_row
 
-        return self.key(failed_row(cfg, "", cluster_fields)) in self.done
+        return self.key({**failed_row(cfg, "", cluster_fields), "repeat": repeat}) in self.done
 
     def add(self, row):
         row = {**row, **self.env, "run_id": self.run_id}

@@ -34,6 +34,24 @@ def nic_counters(iface):
                     "pass the interface that carries the cluster traffic")
 
 
+def tcp_counters():
+    """(segments sent, segments retransmitted, retransmission timeouts) of the current network
+    namespace's TCP stack, from /proc/self/net/snmp and /proc/self/net/netstat (the kernel's
+    own counters, as `nstat` reads them); zeros where a counter is missing."""
+    found = {}
+    for path in ("/proc/self/net/snmp", "/proc/self/net/netstat"):
+        try:
+            with open(path) as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for names, values in zip(lines[::2], lines[1::2]):
+            prefix, _, keys = names.partition(":")
+            for key, value in zip(keys.split(), values.partition(":")[2].split()):
+                found[f"{prefix}.{key}"] = int(value)
+    return (found.get("Tcp.OutSegs", 0), found.get("Tcp.RetransSegs", 0), found.get("TcpExt.TCPTimeouts", 0))
+
+
 def route_iface(peer_ip):
     """Name of the interface the kernel uses to reach ``peer_ip`` (`ip -o route get PEER`)."""
     try:

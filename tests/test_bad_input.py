@@ -1,0 +1,21 @@
+"""Bad run settings are refused before anything starts: one line naming the fix, exit 2, no rank."""
+import pytest
+
+from tests.conftest import our_processes
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hardware", "/etc/passwd"], "cannot read hardware file /etc/passwd"),
+    (["--hardware", "tpu-v9"], "unknown hardware 'tpu-v9'"),
+    (["--network", "notacidr"], "--network 'notacidr' is not a CIDR"),
+    (["--step-timeout", "0"], "--step-timeout must be a positive number"),
+    (["--strategy", "ralp", "--cut", "nosuchlayer"], "cannot cut alexnet_cifar after 'nosuchlayer'; valid cut points"),
+    (["--repeats", "0"], "--repeats must be a positive integer"),
+    (["--horovod-cycle-ms", "0"], "--horovod-cycle-ms > 0"),
+])
+def test_bad_run_settings_exit_2_with_one_line_before_any_rank(cli, args, message):
+    proc = cli("run", "--cluster", "local", "--no-store", "--quiet", *args, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ralp-bench: error:")]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr and our_processes() == []
