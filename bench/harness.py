@@ -71,10 +71,12 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     os.unlink(out)
     try:
         spec = launcher.spec(tf_layout, cfg.workers, cfg.ps, rank_argv(replace(cfg, cut=cut), strategy, out))
+        times_before = cpu_times()
         run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
                    on_progress=on_progress, echo=echo, result_path=out)
         with open(out) as f:
             result = json.load(f)
+        row["cpu_steal"] = steal_share(times_before, cpu_times())
     except RunFailed as exc:
         return {**row, **_predicted(cfg, strategy, cut), "status": "failed", "failure": str(exc)}
     finally:
@@ -83,6 +85,24 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
             os.unlink(out)
     return {**row, **_predicted(cfg, strategy, cut), **measured_fields(cfg, result), "status": "ok",
             "failure": None}
+
+
+def cpu_times():
+    """(steal, total) jiffies of this machine (/proc/stat), or None off Linux."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(before, after) -> Optional[float]:
+    """Share of this machine's CPU time its hypervisor gave to other guests in between: a
+    virtual machine's noisy neighbour, which no quota inside it can keep out of a measurement."""
+    if not before or not after or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = None) -> Dict:

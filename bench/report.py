@@ -27,13 +27,14 @@ MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_tim
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
             "bytes_worker_predicted", "predicted_step_time_s", "accuracy", "target_accuracy",
             "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency",
-            "tcp_retransmit_max", "tcp_timeouts")
+            "tcp_retransmit_max", "tcp_timeouts", "cpu_steal")
 ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
                "python_version", "cpu_model", "cpu_cores", "gpus", "hostname", "cluster_mode",
                "hosts", "link_bps")
 DISCREPANCY_LIMIT = 0.10
 LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
 RETRANSMIT_LIMIT = 0.01       # above this share of TCP segments resent, likewise
+STEAL_LIMIT = 0.05            # above this share of the VM's CPU taken by its hypervisor, likewise
 PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
 
 
@@ -352,7 +353,9 @@ def health_table(summary, keys):
     LINK_EFFICIENCY_LIMIT of line rate, or more than RETRANSMIT_LIMIT of TCP segments resent."""
     link = summary.get("link_efficiency", pd.Series(dtype=float))
     resent = summary.get("tcp_retransmit_max", pd.Series(dtype=float))
-    low = summary[(link.notna() & (link < LINK_EFFICIENCY_LIMIT)) | (resent.notna() & (resent > RETRANSMIT_LIMIT))]
+    steal = summary.get("cpu_steal", pd.Series(dtype=float))
+    low = summary[(link.notna() & (link < LINK_EFFICIENCY_LIMIT)) | (resent.notna() & (resent > RETRANSMIT_LIMIT))
+                  | (steal.notna() & (steal > STEAL_LIMIT))]
     if low.empty:
         return None
 
@@ -362,14 +365,17 @@ def health_table(summary, keys):
     rows = [_key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—",
                                    flagged(r.get("link_efficiency"), lambda v: v < LINK_EFFICIENCY_LIMIT),
                                    flagged(r.get("tcp_retransmit_max"), lambda v: v > RETRANSMIT_LIMIT),
-                                   "—" if is_missing(r.get("tcp_timeouts")) else str(int(r["tcp_timeouts"]))]
+                                   "—" if is_missing(r.get("tcp_timeouts")) else str(int(r["tcp_timeouts"])),
+                                   flagged(r.get("cpu_steal"), lambda v: v > STEAL_LIMIT)]
             for _, r in low.iterrows()]
     return Table("Transport health", _key_headers(keys) + ["strategy", "pattern", "share of line rate",
-                                                           "TCP segments resent (busiest host)", "timeouts"], rows,
+                                                           "TCP segments resent (busiest host)", "timeouts",
+                                                           "CPU stolen by the hypervisor"], rows,
                  [f"Rows whose strategy's traffic pattern reached less than {LINK_EFFICIENCY_LIMIT:.0%} of the "
                   f"links' rate (bench/launch/link_probe.py), or whose busiest host resent more than "
-                  f"{RETRANSMIT_LIMIT:.0%} of its TCP segments over the timed steps: their times partly measure "
-                  "the transport, not the strategy."])
+                  f"{RETRANSMIT_LIMIT:.0%} of its TCP segments over the timed steps, or whose machine lost more "
+                  f"than {STEAL_LIMIT:.0%} of its CPU time to other guests of its hypervisor during the run: their "
+                  "times partly measure the transport or the neighbours, not the strategy."])
 
 
 def run_lines(df):

@@ -53,7 +53,7 @@ FIELD_TYPES = {
     "predicted_step_time_s": _FLOAT,
     "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
     "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
-    "horovod_settings": _STR, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,
+    "horovod_settings": _STR, "cpu_steal": _FLOAT, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,
     "status": _STR, "failure": _STR,
 }
 SCHEMA_FIELDS = tuple(FIELD_TYPES)

@@ -253,8 +253,8 @@ def test_slow_links_and_tcp_retransmissions_are_flagged():
                                   ("ralp", "fan-in", 0.97, 0.043, 3))]
     markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
     table = _table(markdown, "Transport health")
-    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠", "0.2%", "0"],
-                     ["alexnet", "2", "ralp", "fan-in", "97%", "4.3% ⚠", "3"]]
+    assert table == [["alexnet", "2", "horovod", "all-reduce", "60% ⚠", "0.2%", "0", "—"],
+                     ["alexnet", "2", "ralp", "fan-in", "97%", "4.3% ⚠", "3", "—"]]
 
 
 def test_throughput_cells_carry_intervals_and_say_when_a_speedup_is_not_significant():
