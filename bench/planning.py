@@ -87,7 +87,8 @@ def resolve(cfg: RunConfig) -> Dict:
     if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
         return {"strategy": cfg.strategy, "cut": None, "compression": cfg.compression, "reason": None}
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
-        check_cut(cfg)
+        # --cut is checked by the driver (check_cut) before launch; rank 0 of a launched run
+        # must not profile the model again on its host's slice of a core.
         return {"strategy": "ralp", "cut": cfg.cut, "compression": cfg.compression, "reason": None}
     plan = plan_for(cfg)
     strategy = plan.strategy if cfg.strategy == "auto" else cfg.strategy
@@ -101,7 +102,7 @@ def resolve(cfg: RunConfig) -> Dict:
 
 
 def check_cut(cfg: RunConfig):
-    """--cut must name one of the model's cut points (refused before any rank starts)."""
+    """--cut must name one of the model's cut points (the driver's check, before any rank starts)."""
     cuts = model_profile(cfg.model).cut_points
     if cfg.cut not in cuts:
         raise UserError(f"cannot cut {cfg.model} after {cfg.cut!r}; valid cut points: {', '.join(cuts) or 'none'}")
