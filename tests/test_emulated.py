@@ -5,6 +5,7 @@ cluster here is named rtest* so it never clashes with the suite's own runs,
 and a fixture removes them whatever the outcome.
 """
 import json
+import re
 import os
 import signal
 import subprocess
@@ -136,7 +137,7 @@ def test_links_are_shaped_both_ways_and_counted():
             assert f"rate {expect}" in up[0] and f"rate {expect}" in down[0], (up, down)
         rtt_ms = float(run_in(c, 0, PING, c.hosts[2].ip))
         assert rtt_ms < 50
-        nbytes = 4 * MB
+        nbytes = 12 * MB  # ~1 s at the limit: TCP's start and one loss recovery weigh little
         expected_goodput = rate * TCP_GOODPUT
         # h0 (PS, 200 Mbit/s) -> h1: only h1's download qdisc (switch side) holds it to 100 Mbit/s;
         # h1 -> h0: h1's upload qdisc (host side) does.
@@ -145,7 +146,7 @@ def test_links_are_shaped_both_ways_and_counted():
             print(f"h{src}->h{dst}: {bps / 1e6:.1f} Mbit/s at a 100 Mbit/s limit "
                   f"(TCP goodput bound {expected_goodput / 1e6:.1f}); tx {tx:.0f} B, rx {rx:.0f} B for {nbytes} B")
             assert abs(bps - rate) / rate < 0.15
-            assert bps < rate * 1.02  # cannot beat the token bucket (64 KiB burst is 1.6% of 4 MB)
+            assert bps < rate * 1.02  # cannot beat the token bucket (its burst is two packets)
             # Counters see GSO super-packets (headers once per ~64 KB), tbf sees every frame:
             # the payload is a floor, payload plus per-frame headers a ceiling.
             assert nbytes <= tx <= nbytes / TCP_GOODPUT * 1.01
@@ -194,8 +195,8 @@ def test_mpirun_places_one_rank_per_host_over_the_wire(tmp_path):
         out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=90,
                              env={**os.environ, "PYTHONPATH": REPO})
         assert out.returncode == 0, out.stderr[-3000:]
-        ranks = sorted((json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")),
-                       key=lambda r: r["rank"])
+        # Open MPI forwards each rank's output in chunks that may meet on one line: find the objects.
+        ranks = sorted((json.loads(obj) for obj in re.findall(r"\{[^{}]*\}", out.stdout)), key=lambda r: r["rank"])
         print("\n".join(map(str, ranks)))
         assert [r["ip"] for r in ranks] == [h.ip for h in c.hosts]
         assert len({r["netns"] for r in ranks}) == 3

@@ -119,7 +119,8 @@ def test_link_probe_patterns_measure_against_line_rate():
 def test_gso_and_bucket_follow_the_rate():
     assert nx.gso_segments(24e6) == 2 and nx.gso_segments(1e9) == 64 and nx.gso_segments(1e6) == 1
     burst, limit = nx.tbf_sizes(24e6)
-    assert burst == 6056 and limit == 150_000  # two 2-segment packets; 50 ms of queue
+    assert burst == 65536 and limit == 150_000  # the 64 KiB floor; 50 ms of queue
+    assert nx.tbf_sizes(100e6, sender_bps=1e9)[0] == 2 * 64 * 1024  # a 1 Gbit/s sender's 64 KiB packets
     burst, limit = nx.tbf_sizes(10e9)
     assert burst == 1_250_000 and limit == 62_500_000
 

@@ -191,20 +191,29 @@ def _where(phases: Dict[int, str], world: int, workers: int, ps: int) -> str:
                                          for r in sorted(phases))
 
 
+_MARKER = re.compile(r"(?=RALP-(?:PHASE|PROGRESS) )")
+
+
 def _pump(proc, lines, phases, on_progress, echo):
-    for line in proc.stdout:
-        if line.startswith("RALP-PHASE "):
-            _, rank, what = line.rstrip("\n").split(" ", 2)
-            phases[int(rank)] = what
-            continue
-        if line.startswith("RALP-PROGRESS "):
-            if on_progress:
-                done, total = map(int, line.split()[1:3])
-                on_progress(done, total)
-            continue
-        lines.append(line)
-        if echo:
-            sys.stderr.write(line)
+    for raw in proc.stdout:
+        # Open MPI forwards each rank's output in chunks, and two ranks' lines can meet on one
+        # line: a marker is read wherever it starts.
+        for line in (_MARKER.split(raw) if "RALP-" in raw else [raw]):
+            if not line:
+                continue
+            if line.startswith("RALP-PHASE "):
+                _, rank, what = (line.rstrip("\n").split(" ", 2) + [""])[:3]
+                if rank.isdigit():
+                    phases[int(rank)] = what
+                continue
+            if line.startswith("RALP-PROGRESS "):
+                numbers = line.split()[1:3]
+                if on_progress and len(numbers) == 2 and all(n.isdigit() for n in numbers):
+                    on_progress(*map(int, numbers))
+                continue
+            lines.append(line)
+            if echo:
+                sys.stderr.write(line)
 
 
 def _kill_group(proc):

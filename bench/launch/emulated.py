@@ -208,7 +208,8 @@ class EmulatedCluster:
             nx.run_cmd(["ip", "-n", host.netns, "link", "set", host.iface, "up"])
             half_delay = self.latency_s / 2
             nx.shape_link(host.netns, host.iface, host.bandwidth_bps, half_delay)  # host upload
-            nx.shape_link(sw, port, host.bandwidth_bps, half_delay)  # host download
+            fastest = max(h.bandwidth_bps for h in self.hosts)  # what other hosts' packets are sized for
+            nx.shape_link(sw, port, host.bandwidth_bps, half_delay, sender_bps=fastest)  # host download
             if host.cpu_group:
                 try:
                     cg.create(os.path.basename(host.cpu_group), self.cpus_per_host)

@@ -97,19 +97,21 @@ def link_names(ns):
 
 # ---- shaping ------------------------------------------------------------------
 
-def tbf_sizes(rate_bps):
+def tbf_sizes(rate_bps, sender_bps=None):
     """(burst, limit) in bytes for a token bucket at ``rate_bps``.
 
-    burst: two of the largest packets the qdisc sees (see ``gso_segments``), or 1 ms of
-    traffic if that is more. A bucket much larger than a packet lets the link send
-    bursts far above its rate after each pause, which a NIC never does: with a 64 KB
-    bucket two hosts sending to each other at once at 24 Mbit/s got 92% of the rate and
-    Horovod's ring all-reduce 85%; with this, 96% and 95-96% (link_probe, 4 hosts).
-    limit: 50 ms of queue, at least two bursts.
+    burst: 64 KiB, or two of the largest packets that reach this queue, or 1 ms of traffic,
+    whichever is most. The largest packet is a GSO packet sized for the fastest link that
+    feeds the queue (``sender_bps``: a switch port receives packets other hosts built for
+    their own rate), see ``gso_segments``. Measured trade-off, left open: a bucket of two
+    packets (no 64 KiB floor) lifted two opposite flows at 24 Mbit/s from 92% to 96% of the
+    rate and Horovod's all-reduce from 85% to 95%, but a single 100 Mbit/s flow fell to
+    75-88% in the shaping test (tests/test_emulated.py) on this VM; the floor keeps it at
+    89-94%. limit: 50 ms of queue, at least two bursts.
     """
     rate_bytes = rate_bps / 8.0
-    largest = min(64 * 1024, 1514 * gso_segments(rate_bps))
-    burst = max(2 * largest, int(rate_bytes * 0.001))
+    largest = min(64 * 1024, 1514 * gso_segments(max(rate_bps, sender_bps or 0)))
+    burst = max(64 * 1024, 2 * largest, int(rate_bytes * 0.001))
     limit = max(2 * burst, int(rate_bytes * 0.050))
     return burst, limit
     burst = max(64 * 1024, int(rate_bytes * 0.001))
@@ -134,14 +136,14 @@ def gso_segments(rate_bps):
     return max(1, min(64, int(rate_bps / 8 * GSO_HOLD_S / 1448)))
 
 
-def shape_link(ns, dev, rate_bps, delay_s=0.0):
+def shape_link(ns, dev, rate_bps, delay_s=0.0, sender_bps=None):
     """Limit egress of ``dev`` in ``ns`` to ``rate_bps``, optionally delayed by ``delay_s``.
 
     Without delay: a tbf root qdisc. With delay: netem as root with the tbf as
     its child (the rate-control layout of tc-netem(8)); needs a kernel with
     sch_netem.
     """
-    burst, limit = tbf_sizes(rate_bps)
+    burst, limit = tbf_sizes(rate_bps, sender_bps)
     tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "limit", str(limit)]
     run_cmd(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", str(gso_segments(rate_bps))])
     if delay_s <= 0:
