@@ -157,7 +157,9 @@ def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
         "steps_to_accuracy": result["steps_to_accuracy"],
         "time_to_accuracy_s": result["time_to_accuracy_s"],
         "final_loss": result["losses"][-1] if result["losses"] else None,
-        "step_times_s": json.dumps([round(float(t), 6) for t in times]),
+        # Only real per-step times: ps-async times chunks of steps, so its "steps" are equal
+        # averages and would make a zero-width interval.
+        "step_times_s": json.dumps([round(float(t), 6) for t in times]) if per_step else None,
         **tcp_health(result.get("tcp_by_host") or {}),
     }
 
