@@ -13,7 +13,6 @@ Row fields are the flat schema in ``FIELD_TYPES``; build rows with ``new_row``.
 """
 import contextlib
 import datetime as _dt
-import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -467,15 +466,10 @@ class ResultStore:
                 self._warn(f"{journal}:{number}: unreadable journal line skipped ({exc})")
         return rows
 
-    @contextlib.contextmanager
     def _lock(self):
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        from bench.dirlock import dir_lock
+
+        return dir_lock(self.root)
 
     def _read_manifest(self):
         empty = {"schema_version": SCHEMA_VERSION, "runs": []}

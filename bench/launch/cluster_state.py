@@ -7,12 +7,11 @@ a cluster being built is never taken for an orphan. A cluster is stale when its
 owner died (SIGKILL, crash), or when namespaces or CPU groups of ours have no
 state file at all; every bring-up removes stale clusters first.
 """
-import fcntl
 import json
 import os
 import re
-from contextlib import contextmanager
 
+from bench.dirlock import dir_lock
 from bench.launch import cgroups as cg
 from bench.launch import netns as nx
 
@@ -28,16 +27,9 @@ def _agent_path(name):
     return os.path.join(STATE_DIR, f"{name}-rsh-agent.sh")
 
 
-@contextmanager
 def _state_lock():
     """Serialise bring-up and cleanup across processes (one flock on the state dir)."""
-    os.makedirs(STATE_DIR, exist_ok=True)
-    with open(os.path.join(STATE_DIR, ".lock"), "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return dir_lock(STATE_DIR)
 
 
 def _process_start_time(pid):
