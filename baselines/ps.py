@@ -46,7 +46,8 @@ class InGraphStrategy(Strategy):
     def build_model(self):
         with variables_on_ps(self.ctx.ps_devices):
             self.model = get_model(self.config.model, seed=self.config.seed)
-            self.optimizer = MomentumSGD(self.model.trainable_variables, self.config.learning_rate,
+        # Outside the placement rule: each momentum buffer sits beside its variable.
+        self.optimizer = MomentumSGD(self.model.trainable_variables, self.config.learning_rate,
                                          self.config.momentum)
 
     def worker_batch(self, w, indices):

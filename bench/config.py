@@ -14,7 +14,8 @@ from typing import Optional
 
 from bench.errors import UserError
 
-STRATEGIES = ("ps", "ps-async", "horovod", "ralp", "auto")
+STRATEGIES = ("ps", "ps-async", "horovod", "ralp", "auto", "single")
+PS_PLACEMENTS = ("dedicated", "colocated")
 MAX_WORKERS = 64
 # model: the model's own step timed under the host's quota; hardware: micro-benchmarks only.
 CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is certainly a typo
@@ -26,8 +27,12 @@ class RunConfig:
     strategy: str = "ralp"
     workers: int = 2
     ps: int = 1
+    ps_placement: str = "dedicated"  # sync PS: dedicated (S PS hosts) | colocated (one PS task per worker host)
     batch_size: int = 32          # per worker
-    steps: int = 10               # timed steps
+    steps: int = 10               # timed steps (the minimum when target_ci is set)
+    target_ci: Optional[float] = None  # add steps until the median's 95% interval is within ±this share
+    max_steps: Optional[int] = None    # at most this many timed steps with target_ci (default 10 x steps)
+    time_cap: Optional[float] = None   # ... or until this many seconds of timed steps have run
     warmup_steps: int = 2         # excluded from timing
     learning_rate: float = 0.01
     momentum: float = 0.9
@@ -57,6 +62,25 @@ class RunConfig:
     dump_weights: Optional[str] = None  # .npz of final trainable weights (tests)
     extra: dict = field(default_factory=dict)
 
+    def colocated(self, strategy: str) -> bool:
+        """Does ``strategy`` run with a PS task beside every worker? Only sync PS shards its
+        variables that way (tf_cnn_benchmarks' layout); RALP's head and ps-async's
+        coordinator keep the dedicated PS host."""
+        return strategy == "ps" and self.ps_placement == "colocated"
+
+    def images_per_step(self, strategy: str) -> int:
+        """Images one timed step trains: the global batch, or one batch for the one-process reference."""
+        return self.batch_size if strategy == "single" else self.global_batch
+
+    def ps_tasks(self, strategy: str) -> int:
+        """PS tasks ``strategy`` runs with: one per worker when colocated, else --ps."""
+        return self.workers if self.colocated(strategy) else self.ps
+
+    @property
+    def step_limit(self) -> int:
+        """Most timed steps this run may take."""
+        return (self.max_steps or 10 * self.steps) if self.target_ci is not None else self.steps
+
     @property
     def global_batch(self) -> int:
         return self.batch_size * self.workers
@@ -81,15 +105,28 @@ class RunConfig:
         self.compression = str(self.compression).strip().lower()
         if self.compression != "auto":  # auto: the analyzer picks (bench.planning)
             get_codec(self.compression)  # a bad codec spec fails here, before anything is launched
+        if self.strategy == "single" and self.compression != "none":
+            raise UserError("single trains one process with nothing to send; use --compression none")
         if self.strategy == "ps-async" and self.compression != "none":
             raise UserError("ps-async does not support --compression; use --compression none, or ps/ralp/horovod")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise UserError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 1 <= self.ps <= 8:
             raise UserError(f"--ps must be between 1 and 8, got {self.ps}")
+        if self.ps_placement not in PS_PLACEMENTS:
+            raise UserError(f"--ps-placement must be one of {', '.join(PS_PLACEMENTS)}, got {self.ps_placement!r}")
+        if self.ps_placement == "colocated" and self.ps != 1:
+            raise UserError("--ps-placement colocated puts one PS task beside each worker; drop --ps "
+                            f"{self.ps} (it sets the dedicated layout's PS hosts)")
         for name in ("batch_size", "steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.target_ci is not None and not 0 < self.target_ci < 1:
+            raise UserError(f"--target-ci is a share of the median in (0, 1), e.g. 0.05; got {self.target_ci}")
+        if self.max_steps is not None and self.max_steps < self.steps:
+            raise UserError(f"--max-steps ({self.max_steps}) must be at least --steps ({self.steps})")
+        if self.time_cap is not None and not self.time_cap > 0:
+            raise UserError(f"--time-cap must be a positive number of seconds, got {self.time_cap}")
         if not self.step_timeout > 0:
             raise UserError(f"--step-timeout must be a positive number of seconds, got {self.step_timeout}")
         if self.network is not None:
@@ -128,9 +165,18 @@ def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
                    help=("comma-separated list of " if multi_strategy else "") + f"strategies: {', '.join(STRATEGIES)}")
     p.add_argument("--workers", type=int, default=d.workers, help="worker processes (default 2)")
     p.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (variables sharded over them)")
+    p.add_argument("--ps-placement", default=None, choices=PS_PLACEMENTS,
+                   help="sync PS layout: dedicated (default: --ps PS hosts) or colocated (one PS task on every "
+                        "worker host, variables sharded greedily by size, as tf_cnn_benchmarks does)")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="images per worker per step")
     p.add_argument("--steps", type=int, default=d.steps, help="timed steps (after warm-up)")
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="untimed warm-up steps")
+    p.add_argument("--target-ci", type=float, default=None,
+                   help="after --steps, add timed steps until the median step time's 95%% interval is within "
+                        "±this share of it (e.g. 0.05), up to --max-steps or --time-cap")
+    p.add_argument("--max-steps", type=int, default=None, help="most timed steps with --target-ci (default 10x --steps)")
+    p.add_argument("--time-cap", type=float, default=None,
+                   help="with --target-ci: stop adding steps after this many seconds of timed steps")
     p.add_argument("--learning-rate", type=float, default=d.learning_rate)
     p.add_argument("--momentum", type=float, default=d.momentum)
     p.add_argument("--seed", type=int, default=d.seed)

@@ -15,10 +15,11 @@ import numpy as np
 from bench.config import RunConfig
 from bench.errors import RunFailed
 from bench.launch.base import Launcher, run_mpirun
-from bench.roles import world_size
+from bench.roles import RankLayout
 
 # Flags forwarded from RunConfig to every rank.
-_FORWARD = ["model", "workers", "ps", "batch_size", "steps", "warmup_steps", "learning_rate", "momentum", "seed",
+_FORWARD = ["model", "workers", "ps", "ps_placement", "batch_size", "steps", "target_ci", "max_steps", "time_cap",
+            "warmup_steps", "learning_rate", "momentum", "seed",
             "dataset", "data_dir", "cut", "compression", "intra_threads", "inter_threads", "step_timeout",
             "train_to_accuracy", "eval_every", "hardware", "bandwidth", "cpus_per_host", "calibration",
             "horovod_ops", "horovod_fusion_mb", "horovod_cycle_ms"]
@@ -40,7 +41,7 @@ def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
 def deadline_for(cfg: RunConfig) -> float:
     """Start-up (TF import, rendezvous, tracing) plus every step at its timeout."""
     evals = (cfg.steps // cfg.eval_every + 1) if cfg.eval_every else 0
-    return 240.0 + cfg.step_timeout * (cfg.warmup_steps + cfg.steps + evals)
+    return 240.0 + cfg.step_timeout * (cfg.warmup_steps + cfg.step_limit + evals)
 
 
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
@@ -64,15 +65,14 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
                                                  cfg.horovod_autotune)
     cfg = replace(cfg, compression=plan["compression"])  # ranks and predictions get the concrete codec
-    tf_layout = strategy != "horovod"
-    world = world_size(strategy, cfg.workers, cfg.ps)
+    layout = RankLayout.for_run(cfg, strategy)
     fd, out = tempfile.mkstemp(prefix="ralp-rank0-", suffix=".json")
     os.close(fd)
     os.unlink(out)
     try:
-        spec = launcher.spec(tf_layout, cfg.workers, cfg.ps, rank_argv(replace(cfg, cut=cut), strategy, out))
+        spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut), strategy, out))
         times_before = cpu_times()
-        run_mpirun(spec, timeout_s=deadline_for(cfg), world=world, workers=cfg.workers, ps=cfg.ps,
+        run_mpirun(spec, timeout_s=deadline_for(cfg), layout=layout,
                    on_progress=on_progress, echo=echo, result_path=out)
         with open(out) as f:
             result = json.load(f)
@@ -114,8 +114,10 @@ def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = Non
 
 def _config_fields(cfg: RunConfig) -> Dict:
     return {"model": cfg.model, "dataset": cfg.dataset, "batch_size": cfg.batch_size,
-            "global_batch": cfg.global_batch, "workers": cfg.workers, "ps": cfg.ps, "strategy": cfg.strategy,
+            "global_batch": cfg.global_batch, "workers": cfg.workers, "ps": cfg.ps, "ps_placement": cfg.ps_placement,
+            "strategy": cfg.strategy,
             "compression": cfg.compression, "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
+            "target_ci": cfg.target_ci,
             "target_accuracy": cfg.train_to_accuracy}
 
 
@@ -130,7 +132,8 @@ def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
         return {}
     return {"predicted_step_time_s": p.step_time_s,
             "bytes_worker_predicted": p.worker_tx_bytes + p.worker_rx_bytes,
-            "bytes_ps_predicted": (p.ps_tx_bytes + p.ps_rx_bytes) if strategy != "horovod" else None}
+            "bytes_ps_predicted": ((p.ps_tx_bytes + p.ps_rx_bytes)
+                                   if strategy != "horovod" and not cfg.colocated(strategy) else None)}
 
 
 def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
@@ -145,13 +148,18 @@ def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
         return float(np.mean(values)) if values else None
 
     worker_hosts = [h for h in result["worker_hosts"] if h not in result["ps_hosts"]]
+    colocated = bool(result["worker_hosts"]) and not worker_hosts  # a PS task on every worker host
+    if colocated:
+        worker_hosts = result["worker_hosts"]
     per_step = result["per_step_timing"]
+    images = cfg.images_per_step(result.get("plan") or cfg.strategy)
     return {
-        "images_per_sec": cfg.global_batch * len(times) / float(times.sum()) if times.sum() > 0 else None,
+        "images_per_sec": images * len(times) / float(times.sum()) if times.sum() > 0 else None,
         "step_time_median_s": float(np.median(times)),
+        "timed_steps": int(len(times)),
         "step_time_p10_s": float(np.percentile(times, 10)) if per_step else None,
         "step_time_p90_s": float(np.percentile(times, 90)) if per_step else None,
-        "bytes_ps_measured": mean_over(result["ps_hosts"]),
+        "bytes_ps_measured": None if colocated else mean_over(result["ps_hosts"]),
         "bytes_worker_measured": mean_over(worker_hosts),
         "accuracy": result["final_accuracy"],
         "steps_to_accuracy": result["steps_to_accuracy"],

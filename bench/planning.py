@@ -31,9 +31,9 @@ class RunPlan:
 @lru_cache(maxsize=16)
 def model_profile(model_name: str):
     from bench.models import get_model
-    from ralp.profile import profile_model
+    from ralp.profile import profile_built
 
-    return profile_model(get_model(model_name))
+    return profile_built(lambda: get_model(model_name))
 
 
 def hardware_for(cfg: RunConfig):
@@ -73,7 +73,8 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     strategies = [cfg.strategy] if pick_codec and cfg.strategy in STRATEGIES else STRATEGIES
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
-                   compression="auto" if pick_codec else _codec_or_none(cfg.compression))
+                   compression="auto" if pick_codec else _codec_or_none(cfg.compression),
+                   ps_placement=cfg.ps_placement)
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
                    dict(plan.predictions))
@@ -126,4 +127,4 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
         return None
     return cost_predict(model_profile(cfg.model), strategy, workers=cfg.workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
-                        compression=_codec_or_none(cfg.compression))
+                        compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement)

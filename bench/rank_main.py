@@ -52,16 +52,19 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
 
     watchdog = Watchdog(comm, cfg.step_timeout)
     watchdog.arm("start-up (plan, rendezvous, TF servers)", timeout_s=max(300.0, cfg.step_timeout))
-    roles = [role_of(r, world, cfg.workers, cfg.ps) for r in range(world)]
-    role = roles[rank]
     phase(rank, "planning")
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
     strategy_name = plan["strategy"]
     cfg = replace(cfg, compression=plan["compression"])  # 'auto' is resolved on rank 0
+    if strategy_name == "single":
+        return _single(comm, cfg, plan, load_shards, watchdog)
+    ps_tasks, colocated = cfg.ps_tasks(strategy_name), cfg.colocated(strategy_name)
+    roles = [role_of(r, world, cfg.workers, ps_tasks, colocated) for r in range(world)]
+    role = roles[rank]
     cls = strategy_class(strategy_name)
     if cls.uses_tf_cluster and all(r.job == "worker" for r in roles):
-        raise UserError(f"{strategy_name} needs 1 chief + {cfg.ps} ps + {cfg.workers} worker ranks "
-                        f"(mpirun -np {1 + cfg.ps + cfg.workers}); got {world}")
+        raise UserError(f"{strategy_name} needs 1 chief + {ps_tasks} ps + {cfg.workers} worker ranks "
+                        f"(mpirun -np {1 + ps_tasks + cfg.workers}); got {world}")
     phase(rank, "rendezvous")
     info = rendezvous(comm, roles, cfg.network)
     phase(rank, "importing TensorFlow")
@@ -109,11 +112,33 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     phase(rank, "training")
     ctx = StrategyContext(cfg, load_shards(cfg),
                           worker_devices=[device_for("worker", i) for i in range(cfg.workers)],
-                          ps_devices=[device_for("ps", i) for i in range(cfg.ps)],
+                          ps_devices=[device_for("ps", i) for i in range(ps_tasks)],
                           cut=plan["cut"], extra={"resolver": resolver})
     result = _train_and_report(comm, cfg, cls(ctx), meter, plan, True, watchdog)
     result["ps_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job in ("chief", "ps")})
     result["worker_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job == "worker"})
+    _write(cfg, result)
+    _finish()
+
+
+def _single(comm, cfg, plan, load_shards, watchdog):
+    """The one-process reference: one rank, nothing to connect to."""
+    from bench.roles import Role
+
+    if comm.Get_size() != 1:
+        raise UserError(f"single is one process (mpirun -np 1); got {comm.Get_size()}")
+    info = rendezvous(comm, [Role("worker", 0)], cfg.network)
+    intra, inter = thread_counts(cfg.intra_threads, cfg.inter_threads, 1)
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+    watchdog.disarm()
+    phase(0, "training")
+    _select_gpu(None)
+    strategy = strategy_class("single")(StrategyContext(cfg, load_shards(cfg)))
+    result = _train_and_report(comm, cfg, strategy, TrafficMeter(comm, info), plan, True, watchdog)
+    result.update(ps_hosts=[], worker_hosts=[info.addresses[0]])
     _write(cfg, result)
     _finish()
 

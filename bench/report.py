@@ -19,7 +19,8 @@ from bench import plots
 from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame, is_missing
 from ralp.hardware import format_bandwidth
 
-STRATEGY_ORDER = ("ps", "ps-async", "horovod", "ralp", "auto")
+STRATEGY_ORDER = ("single", "ps", "ps-colocated", "ps-async", "horovod", "ralp", "auto")
+PS_LAYOUTS = ("ps", "ps-colocated")  # sync PS on dedicated PS hosts | a PS task on every worker host
 # Shown as table columns only when they take more than one value in the rows reported.
 CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", "ps", "link_bps",
                "ps_link_bps", "latency_s", "scaled_to", "cpus_per_host")
@@ -57,6 +58,17 @@ class Report:
 
 
 # ---------------------------------------------------------------- summary --------------------
+
+def display_strategies(df):
+    """Sync PS with a PS task on every worker host is its own column, ``ps-colocated``: the
+    two layouts are different baselines, and speedups name the faster one."""
+    if "ps_placement" in df:
+        colocated = (df["strategy"] == "ps") & (df["ps_placement"] == "colocated")
+        if colocated.any():
+            df = df.copy()
+            df.loc[colocated, "strategy"] = "ps-colocated"
+    return df
+
 
 def config_keys(df, include_run=True):
     """Configuration columns needed to tell rows apart: those taking more than one value for
@@ -201,8 +213,7 @@ def throughput_table(summary, keys):
     rows = []
     for _, group in _groups(summary, keys):
         by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
-        baselines = {name: by_strategy[name] for name in ("ps", "horovod")
-                     if name in by_strategy and by_strategy[name]["status"] == "ok"}
+        baselines = _baselines(by_strategy)
         cells = []
         for strategy in strategies:
             row = by_strategy.get(strategy)
@@ -215,10 +226,54 @@ def throughput_table(summary, keys):
         rows.append(_key_cells(group.iloc[0], keys) + cells)
     notes = ["Cells: images/sec over all workers (median over repeats); where rows kept their step times, "
              "the median over timed steps [95% bootstrap interval] ±jitter (tf_cnn_benchmarks' MAD-based "
-             "spread). In brackets the speedup over `ps` and over `horovod` in the same row (ratio of median "
-             "step times); '≈ ps' marks no significant difference (the speedup's 95% interval holds 1.0). "
-             "`auto` shows the plan it ran."]
+             "spread). In brackets the speedup over the best measured sync-PS layout (`ps`: dedicated PS host; "
+             "`ps-colocated`: a PS task on every worker host; named) and over `horovod` in the same row (ratio "
+             "of median step times); '≈ ps' marks no significant difference (the speedup's 95% interval "
+             "holds 1.0). `auto` shows the plan it ran; `single` is one process alone (one batch per step)."]
     return Table("Throughput and speedup", _key_headers(keys) + strategies, rows, notes)
+
+
+def _baselines(by_strategy):
+    """What speedups are taken over: the faster sync-PS layout measured in this row, and Horovod."""
+    ok = {name: r for name, r in by_strategy.items()
+          if r["status"] == "ok" and not is_missing(r["images_per_sec"])}
+    layouts = [name for name in PS_LAYOUTS if name in ok]
+    chosen = [max(layouts, key=lambda name: ok[name]["images_per_sec"])] if layouts else []
+    return {name: ok[name] for name in chosen + ["horovod"] if name in ok}
+
+
+def scaling_table(summary, keys):
+    """images/sec at W workers over W x the one-process reference (``single``), per strategy."""
+    strategies = [s for s in _strategies(summary) if s != "single"]
+    # One process moves no bytes: its measurement serves every link setting of the same model,
+    # worker count (the cluster's size) and CPU quota.
+    alone = {_compute_key(r): r for _, r in summary.iterrows()
+             if r["strategy"] == "single" and r["status"] == "ok" and not is_missing(r["images_per_sec"])
+             and r["images_per_sec"] > 0}
+    rows = []
+    for _, group in _groups(summary, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows() if r["status"] == "ok"}
+        single = by_strategy.get("single") or alone.get(_compute_key(group.iloc[0]))
+        if single is None or is_missing(single["images_per_sec"]) or not single["images_per_sec"] > 0:
+            continue
+        workers = int(group.iloc[0]["workers"])
+        cells = []
+        for strategy in strategies:
+            row = by_strategy.get(strategy)
+            rate = None if row is None else row["images_per_sec"]
+            cells.append("—" if is_missing(rate) else f"{rate / (workers * single['images_per_sec']):.0%}")
+        rows.append(_key_cells(group.iloc[0], keys) + [fmt_rate(single["images_per_sec"])] + cells)
+    if not rows:
+        return None
+    return Table("Scaling efficiency", _key_headers(keys) + ["single img/s"] + strategies, rows,
+                 ["images/sec at W workers / (W × images/sec of one process alone): the same model, batch and "
+                  "data, on one host of the same cluster (so under the same CPU quota), with no communication "
+                  "(so one measurement serves every link setting). 100% is linear scaling."])
+
+
+def _compute_key(row):
+    """What one process's speed depends on: the model, its batch, and the host's CPU quota."""
+    return tuple(str(row.get(k)) for k in ("model", "workers", "batch_size", "cpus_per_host", "cluster_mode"))
 
 
 def _steps_of(row):
@@ -233,6 +288,8 @@ def _throughput_cell(row, baselines):
 
     rate = row["images_per_sec"]
     steps = _steps_of(row)
+    if row["strategy"] == "single":  # one batch per step: step-time ratios are not speedups
+        baselines = {}
     text = fmt_rate(rate)
     if steps and len(steps) >= 3 and not is_missing(rate):
         images_per_step = rate * float(np.mean(steps))  # images/sec is images over the timed steps' time
@@ -398,7 +455,7 @@ def build_report(df, title="ralp-bench report"):
 
     ``df`` may be a store frame or a plain DataFrame of ``new_row`` dicts (fresh rows of a run).
     """
-    df = coerce_frame(df)
+    df = display_strategies(coerce_frame(df))
     keys = config_keys(df)
     summary = summarize(df, keys)
     intro = [f"{df['run_id'].nunique()} run(s), {len(df)} rows:"] + run_lines(df)
@@ -412,7 +469,8 @@ def build_report(df, title="ralp-bench report"):
     old = df[df[VERSION_COLUMN] < SCHEMA_VERSION] if VERSION_COLUMN in df else df.iloc[:0]
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
-    tables = [t for t in (throughput_table(summary, keys), prediction_table(summary, keys),
+    tables = [t for t in (throughput_table(summary, keys), scaling_table(summary, keys),
+                          prediction_table(summary, keys),
                           auto_table(summary, keys), accuracy_table(summary, keys), health_table(summary, keys),
                           failure_table(summary, keys)) if t]
     return Report(title, intro, tables), summary, keys
@@ -445,7 +503,7 @@ def write_report(df, out_dir, title="ralp-bench report"):
 
 def compare(df_a, df_b, threshold=0.10, label_a="A", label_b="B"):
     """asv-compare-like table of images/sec in A and B with faster/slower marks."""
-    df_a, df_b = coerce_frame(df_a), coerce_frame(df_b)
+    df_a, df_b = display_strategies(coerce_frame(df_a)), display_strategies(coerce_frame(df_b))
     keys = config_keys(pd.concat([df_a, df_b], ignore_index=True), include_run=False)
     cols = ["model", "workers", *keys, "strategy"]
     sa, sb = summarize(df_a, keys), summarize(df_b, keys)

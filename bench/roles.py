@@ -5,7 +5,12 @@ TensorFlow cluster layout (strategies ps, ps-async, ralp), world = 1 + S + W:
                     (place it on the PS host: it sends only small control RPCs)
     ranks 1..S      ps tasks (variables; for ralp also the FC head)
     ranks S+1..S+W  worker tasks
+Colocated sync PS (--ps-placement colocated), S = W, world = 1 + 2W:
+    rank 0          chief
+    ranks 1+2i      ps task i   } on worker host i: ranks fill hosts in order, so
+    ranks 2+2i      worker i    } each worker shares its host with one PS task
 Workers-only layout (horovod), world = W: every rank is a worker.
+One-process reference (single), world = 1: one worker, on the first worker host.
 A horovod run may also be launched in the TF layout (``auto`` must be able to
 pick any plan inside one launch); ranks 0..S then sit the run out.
 """
@@ -27,11 +32,11 @@ def tf_world_size(workers: int, ps: int) -> int:
     return 1 + ps + workers
 
 
-def world_size(strategy: str, workers: int, ps: int) -> int:
-    return workers if strategy == "horovod" else tf_world_size(workers, ps)
-
-
-def role_of(rank: int, world: int, workers: int, ps: int) -> Role:
+def role_of(rank: int, world: int, workers: int, ps: int, colocated: bool = False) -> Role:
+    if colocated and world == tf_world_size(workers, workers) and ps == workers:
+        if rank == 0:
+            return Role("chief", 0)
+        return Role("ps" if rank % 2 else "worker", (rank - 1) // 2)
     if world == workers and world != tf_world_size(workers, ps):
         return Role("worker", rank)
     if world != tf_world_size(workers, ps):
@@ -45,9 +50,38 @@ def role_of(rank: int, world: int, workers: int, ps: int) -> Role:
     return Role("worker", rank - 1 - ps)
 
 
-def describe_rank(rank: int, world: int, workers: int, ps: int) -> str:
+@dataclass(frozen=True)
+class RankLayout:
+    """Which rank does what in one launch: what launchers place, ranks obey and error
+    messages name. ``ps`` counts PS tasks (W when colocated)."""
+    workers: int
+    ps: int
+    tf: bool = True            # chief + ps + workers; False: workers only (horovod)
+    colocated: bool = False    # one PS task beside each worker (sync PS, tf_cnn_benchmarks' layout)
+
+    @classmethod
+    def for_run(cls, cfg, strategy: str) -> "RankLayout":
+        """The layout ``strategy`` runs ``cfg`` in (``cfg`` is a RunConfig). The one-process
+        reference is one worker on the first worker host."""
+        if strategy == "single":
+            return cls(1, cfg.ps, tf=False)
+        return cls(cfg.workers, cfg.ps_tasks(strategy), strategy != "horovod", cfg.colocated(strategy))
+
+    @property
+    def world(self) -> int:
+        return tf_world_size(self.workers, self.ps) if self.tf else self.workers
+
+    def role(self, rank: int) -> Role:
+        return role_of(rank, self.world, self.workers, self.ps, self.colocated)
+
+    def describe(self, rank: int) -> str:
+        """'rank 3 (worker 1)', for error messages about a rank that died."""
+        return describe_rank(rank, self.world, self.workers, self.ps, self.colocated)
+
+
+def describe_rank(rank: int, world: int, workers: int, ps: int, colocated: bool = False) -> str:
     """'rank 3 (worker 1)', for error messages about a rank that died."""
     try:
-        return f"rank {rank} ({role_of(rank, world, workers, ps)})"
+        return f"rank {rank} ({role_of(rank, world, workers, ps, colocated)})"
     except UserError:
         return f"rank {rank}"

@@ -37,6 +37,30 @@ def bootstrap_ci(samples: Sequence[float], statistic=np.median, confidence: floa
     return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
 
 
+def relative_halfwidth(samples: Sequence[float], confidence: float = CONFIDENCE) -> float:
+    """The wider side of the median's bootstrap interval as a share of the median: 0.05 means
+    the 95% interval lies within ±5% of the median (inf for fewer than 3 samples)."""
+    x = np.asarray(samples, dtype=float)
+    if x.size < 3:
+        return float("inf")
+    median = float(np.median(x))
+    low, high = bootstrap_ci(x, confidence=confidence)
+    return max(median - low, high - median) / median if median > 0 else float("inf")
+
+
+def precise_enough(step_times: Sequence[float], minimum: int, target: Optional[float], timed_s: float,
+                   time_cap_s: Optional[float]) -> bool:
+    """Stop adding timed steps? Never before ``minimum``; then once the median's 95% interval is
+    within ±``target`` (None: at once), or once ``time_cap_s`` seconds of timed steps have run."""
+    if len(step_times) < minimum:
+        return False
+    if target is None:
+        return True
+    if time_cap_s is not None and timed_s >= time_cap_s:
+        return True
+    return relative_halfwidth(step_times) <= target
+
+
 def jitter(samples: Sequence[float]) -> float:
     """tf_cnn_benchmarks' jitter: 1.4826 x the median absolute deviation."""
     x = np.asarray(samples, dtype=float)

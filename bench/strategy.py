@@ -4,7 +4,8 @@ A strategy owns the model's placement and one synchronous training step; the
 trainer (bench/trainer.py) owns the timing, evaluation and traffic metering,
 so every strategy is measured by the same code. Strategies live one per
 module: baselines/ps.py, baselines/ps_async.py, baselines/horovod.py and
-ralp/placement.py; the harness depends on them, never the reverse.
+ralp/placement.py, and the one-process reference
+baselines/single.py; the harness depends on them, never the reverse.
 """
 import abc
 import importlib
@@ -21,6 +22,7 @@ REGISTRY = {
     "ps-async": "baselines.ps_async:AsyncPS",
     "horovod": "baselines.horovod:HorovodAllreduce",
     "ralp": "ralp.placement:LayerPlacement",
+    "single": "baselines.single:SingleProcess",
 }
 
 
@@ -106,19 +108,21 @@ def top1(labels, logits):
 def variables_on_ps(ps_devices: List[str]):
     """Variable-creator scope that puts each new variable on the least-loaded PS task.
 
-    Greedy by bytes, so a huge FC matrix and many small conv kernels end up
-    balanced over S shards (with S = 1 everything lands on ps 0).
+    Greedy by elements (ralp/sharding.py, the rule the cost model prices), so a
+    huge FC matrix and many small conv kernels end up balanced over S shards
+    (with S = 1 everything lands on ps 0). Only the model's variables may be
+    created inside it: an optimizer slot must follow its variable, not the rule.
     """
     import tensorflow as tf
 
-    load = {d: 0 for d in ps_devices}
+    from ralp.sharding import creation_elements, least_loaded
+
+    load = [0] * len(ps_devices)
 
     def creator(next_creator, **kwargs):
-        shape = kwargs.get("shape")
-        size = int(np.prod(shape)) if shape is not None and None not in tuple(shape) else 1
-        device = min(load, key=load.get)
-        load[device] += size
-        with tf.device(device):
+        index = least_loaded(load)
+        load[index] += creation_elements(kwargs)
+        with tf.device(ps_devices[index]):
             return next_creator(**kwargs)
 
     return tf.variable_creator_scope(creator)

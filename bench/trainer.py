@@ -15,6 +15,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from bench.config import RunConfig
+from bench.stats import precise_enough
 from bench.strategy import Strategy
 from bench.tf_cluster import TrafficMeter
 
@@ -50,9 +51,24 @@ def report_progress(done: int, total: int, enabled: bool):
         print(f"RALP-PROGRESS {done} {total}", flush=True)
 
 
+def _agreement(meter: TrafficMeter, leader: bool, strategy: Strategy):
+    """How ranks that each run this loop (Horovod's workers) agree to stop: the leader's view
+    of its step times decides, shared over MPI between steps (outside the timed region). An
+    in-graph chief trains alone and decides alone."""
+    if strategy.uses_tf_cluster or meter.comm.Get_size() == 1:  # (single: one rank)
+        return lambda stop: stop
+
+    def agree(stop: bool) -> bool:
+        from bench.tf_cluster import polite_allgather
+
+        return any(s for is_leader, s in polite_allgather(meter.comm, (leader, stop)) if is_leader)
+
+    return agree
+
+
 def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Watchdog,
           leader: bool) -> Dict:
-    total = cfg.warmup_steps + cfg.steps
+    total = cfg.warmup_steps + cfg.step_limit
     t0 = time.perf_counter()
     watchdog.arm("setup", timeout_s=max(300.0, cfg.step_timeout))
     strategy.setup()
@@ -68,7 +84,9 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
     before = meter.sample()
     step = cfg.warmup_steps
     chunk = 1 if strategy.per_step_timing else (cfg.eval_every or cfg.steps)
-    while step < total and reached_at is None:
+    agree = _agreement(meter, leader, strategy) if cfg.target_ci is not None else (lambda stop: stop)
+    while step < total and reached_at is None and not agree(
+            precise_enough(step_times, cfg.steps, cfg.target_ci, float(np.sum(step_times)), cfg.time_cap)):
         n = min(chunk, total - step)
         watchdog.arm(f"step {step}", timeout_s=cfg.step_timeout * n)
         start = time.perf_counter()

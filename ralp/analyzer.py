@@ -107,7 +107,7 @@ def compression_candidates(compression: Union[None, str, Sequence[str]]):
 
 def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, hardware=None,
             strategies: Sequence[str] = STRATEGIES, compression: Union[None, str, Sequence[str]] = None,
-            overlap: bool = False, all_cuts: bool = False, timing=None) -> Plan:
+            overlap: bool = False, all_cuts: bool = False, timing=None, ps_placement: str = "dedicated") -> Plan:
     """Predict each strategy and pick the fastest; see module docstring for the split and codec rules."""
     _validate(batch_size, workers, ps, strategies)
     profile = model_or_profile if isinstance(model_or_profile, ModelProfile) else profile_model(model_or_profile)
@@ -115,7 +115,7 @@ def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, har
         hardware = load_hardware(hardware)
     candidates = compression_candidates(compression)
     plans = {spec: _analyze_one(profile, batch_size, workers, ps, hardware, strategies, spec, overlap, all_cuts,
-                                timing)
+                                timing, ps_placement)
              for spec in candidates}
     if len(plans) == 1:
         return plans[candidates[0]]
@@ -136,10 +136,10 @@ def _step_time(plan: Plan) -> float:
 
 
 def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compression, overlap, all_cuts,
-                 timing=None) -> Plan:
+                 timing=None, ps_placement="dedicated") -> Plan:
     common = dict(workers=workers, batch_size=batch_size, hardware=hardware, ps=ps,
                   overlap=overlap, compression=compression, timing=timing)
-    predictions = {s: predict(profile, s, **common) for s in strategies if s != "ralp"}
+    predictions = {s: predict(profile, s, **common, ps_placement=ps_placement) for s in strategies if s != "ralp"}
     split_possible = profile.first_dense_cut() is not None
     cuts = candidate_cuts(profile, all_cuts) if "ralp" in strategies else []
     by_cut = {cut: predict(profile, "ralp", cut=cut, **common) for cut in cuts}

@@ -7,6 +7,11 @@ direction, how long each resource is busy, and which one limits the step.
 Byte formulas (fp32, P = P_conv + P_fc, A floats per image at the cut, B images
 per worker, W workers, S PS tasks):
 - "ps":      each worker pulls 4P and pushes 4P; each PS task sends and receives 4PW/S.
+             Colocated (``ps_placement="colocated"``, tf_cnn_benchmarks' layout): one PS task
+             beside each worker, holding P_i of the variables (greedy by size, ralp/sharding.py);
+             the local shard never crosses the wire, so host i sends 4(W-1)P_i parameters and
+             4(P - P_i) gradients and receives the same amounts the other way; bytes are
+             reported as the mean over hosts, times follow the busiest host.
 - "horovod": each worker sends and receives 2(N-1)/N * 4P (N = W); no PS.
 - "ralp":    each worker pulls and pushes the tower (4 P_tower each way), sends 4BA
              activations and receives 4BA activation gradients; the tower is sharded
@@ -44,13 +49,14 @@ transfer phase lasts as long as its slowest side (worker link or PS link) plus o
 latency. With ``overlap`` communication is perfectly pipelined with compute and the
 links are full duplex, so the step is the busiest resource (a lower bound).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional
 
 from bench.errors import UserError
 from ralp.hardware import Hardware
 
 STRATEGIES = ("ps", "horovod", "ralp")
+PS_PLACEMENTS = ("dedicated", "colocated")  # S PS hosts | one PS task on every worker host
 STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)"}
 TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
 BOTTLENECKS = ("worker compute", "PS compute", "PS link", "worker link")
@@ -191,8 +197,6 @@ def _compute_seconds(flops: float, dense_flops: float, hardware: Hardware) -> fl
 def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware:
     """``hardware`` with the conv and matmul rates this model reached in ``timing``: the tower's
     FLOPs over its seconds (conv), the head's over its seconds (dense, at W x B images)."""
-    from dataclasses import replace
-
     if not (timing.cut and timing.tower_s and timing.head_s):
         factor = TRAIN_FLOPS_FACTOR * timing.batch_size * _compute_seconds(profile.flops, profile.dense_flops,
                                                                            hardware) / timing.full_s
@@ -206,8 +210,10 @@ def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware
 
 def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
             cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
-            timing: Optional[ModelTiming] = None) -> Prediction:
+            timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated") -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring)."""
+    if ps_placement not in PS_PLACEMENTS:
+        raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
     _check_positive("workers", workers)
     _check_positive("batch size", batch_size)
     _check_positive("ps", ps)
@@ -228,7 +234,15 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     on_ps = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.ps_flops)
     worker_codec = ps_codec = 0.0
 
-    if strategy == "ps":
+    colocated = strategy == "ps" and ps_placement == "colocated"
+    mean_bytes = None
+    if strategy == "ps" and colocated:
+        cut = None
+        worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
+        phases, mean_bytes, largest = _colocated_phases(profile.variable_sizes, W, comp)
+        ps_compute = passes(largest, W + UPDATE_PASSES)  # the largest shard's sums and update
+        worker_codec, ps_codec = on_worker(P, comp, 0), on_ps(largest * W, comp, 1)
+    elif strategy == "ps":
         cut = None
         worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
         push = _gradient_bytes(P, comp)
@@ -287,8 +301,33 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         ps_codec = (on_ps(W * B * floats, act_comp, 1) + on_ps(W * B * floats, act_comp, 0)
                     + on_ps(W * p_tower / S, comp, 1))
 
-    return _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
-                     worker_codec, ps_codec, stages)
+    prediction = _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
+                           worker_codec, ps_codec, stages)
+    if mean_bytes is not None:  # colocated: the mean host's bytes, no PS host
+        prediction = replace(prediction, worker_tx_bytes=mean_bytes[0], worker_rx_bytes=mean_bytes[1],
+                             ps_tx_bytes=0.0, ps_rx_bytes=0.0)
+    return prediction
+
+
+def _colocated_phases(sizes, W, comp):
+    """Pull and push phases of sync PS with one PS task on each of W worker hosts.
+
+    Host i holds shard P_i: it pulls the other shards (4(P - P_i)) while serving its own to
+    the W-1 other workers (4(W-1)P_i), then pushes the other shards' gradients while
+    receiving W-1 gradients of its own. Both happen on its one full-duplex link, so each
+    phase lasts as long as the busiest direction of the busiest host: the phase carries
+    the per-direction maxima. Returns (phases, mean (tx, rx) per host, largest shard)."""
+    from ralp.sharding import shard_loads
+
+    shards = shard_loads(sizes, W)
+    P = float(sum(shards))
+    pull = [(4.0 * (W - 1) * p, 4.0 * (P - p)) for p in shards]
+    push = [(_gradient_bytes(P - p, comp), (W - 1) * _gradient_bytes(p, comp)) for p in shards]
+    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull), worker_rx=max(r for _, r in pull)),
+              _Phase("push gradients", worker_tx=max(t for t, _ in push), worker_rx=max(r for _, r in push))]
+    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / W
+    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / W
+    return phases, (mean_tx, mean_rx), max(shards)
 
 
 def _staged_ps_step(durations, stages, fwd, bwd, codec):

@@ -44,6 +44,7 @@ class LayerProfile:
     out_floats: int       # output activation floats per image
     is_dense: bool
     dense_flops: int = 0  # the part of ``flops`` done by Dense layers (matmul throughput)
+    weight_sizes: Tuple[int, ...] = ()  # elements of each of its variables
 
 
 @dataclass
@@ -54,6 +55,7 @@ class ModelProfile:
     layers: List[LayerProfile]
     cut_points: List[str]
     notes: List[str] = field(default_factory=list)
+    created: List[int] = field(default_factory=list)  # variables' elements in creation order, if known
     _tower_layers: Dict[str, frozenset] = field(default_factory=dict, repr=False)
 
     @property
@@ -63,6 +65,13 @@ class ModelProfile:
     @property
     def trainable_params(self) -> int:
         return sum(l.trainable_params for l in self.layers)
+
+    @property
+    def variable_sizes(self) -> List[int]:
+        """Every variable's elements in creation order (what PS tasks are sharded by); layer
+        order, which is creation order for a Sequential model, when the build was not watched."""
+        return list(self.created) or [size for layer in self.layers
+                                      for size in (layer.weight_sizes or ((layer.params,) if layer.params else ()))]
 
     @property
     def flops(self) -> int:
@@ -319,6 +328,16 @@ def _count(weights) -> int:
     return int(sum(int(np.prod(w.shape)) for w in weights))
 
 
+def profile_built(build) -> ModelProfile:
+    """Build a model with ``build()`` and profile it, keeping its variables' creation order."""
+    from ralp.sharding import build_recording
+
+    model, sizes = build_recording(build)
+    profile = profile_model(model)
+    profile.created = sizes
+    return profile
+
+
 def profile_model(model, input_shape: Optional[Tuple] = None) -> ModelProfile:
     """Profile a built Sequential or functional Keras model (see module docstring)."""
     _ensure_graph(model, input_shape)
@@ -342,7 +361,8 @@ def profile_model(model, input_shape: Optional[Tuple] = None) -> ModelProfile:
         rows.append(LayerProfile(
             name=layer.name, type=kind, params=_count(layer.weights),
             trainable_params=_count(layer.trainable_weights), flops=int(flops), out_floats=int(out_floats),
-            is_dense=kind in DENSE_TYPES, dense_flops=int(dense)))
+            is_dense=kind in DENSE_TYPES, dense_flops=int(dense),
+            weight_sizes=tuple(int(np.prod(w.shape)) for w in layer.weights)))
     towers = _cut_towers(model, nodes)
     order = [r.name for r in rows]
     cut_points = [name for name in order if name in towers]

@@ -12,6 +12,10 @@ from tests.conftest import our_processes
     (["--strategy", "ralp", "--cut", "nosuchlayer"], "cannot cut alexnet_cifar after 'nosuchlayer'; valid cut points"),
     (["--repeats", "0"], "--repeats must be a positive integer"),
     (["--horovod-cycle-ms", "0"], "--horovod-cycle-ms > 0"),
+    (["--ps-placement", "colocated", "--ps", "2"], "drop --ps 2"),
+    (["--target-ci", "5"], "--target-ci is a share of the median"),
+    (["--steps", "10", "--max-steps", "5", "--target-ci", "0.05"], "--max-steps (5) must be at least --steps (10)"),
+    (["--strategy", "single", "--compression", "int8"], "single trains one process"),
 ])
 def test_bad_run_settings_exit_2_with_one_line_before_any_rank(cli, args, message):
     proc = cli("run", "--cluster", "local", "--no-store", "--quiet", *args, timeout=120)

@@ -240,3 +240,24 @@ def test_ps_link_rate_and_latency_reach_the_analyzer():
         RunConfig(hardware="v100-10gbe", bandwidth="1gbit")))
     fast_ps = predict(profile, "ps", workers=4, batch_size=8, hardware=hw)
     assert fast_ps.step_time_s < slow_ps.step_time_s
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_colocated_ps_moves_ring_sized_bytes_per_host_and_times_the_busiest_host(workers):
+    """One PS task per worker host (tf_cnn_benchmarks' layout): summed over hosts, 8(W-1)P bytes
+    go out and as many come in, whatever the sharding (the local shard never crosses a wire).
+    With AlexNet's two variables the FC matrix sits whole on one host, which serves it to the
+    W-1 others: that host's 4(W-1)P_fc, or a host with no shard pulling all 4P, sets each phase."""
+    p_conv, p_fc, floats = ANCHOR_MODELS["alexnet"]
+    profile, P = two_layer_profile(p_conv, p_fc, floats), p_conv + p_fc
+    colocated = predict(profile, "ps", workers=workers, batch_size=32, hardware=FAST, ps_placement="colocated")
+    dedicated = predict(profile, "ps", workers=workers, batch_size=32, hardware=FAST)
+    assert colocated.worker_bytes == pytest.approx(16 * (workers - 1) * P / workers)
+    assert colocated.ps_tx_bytes == colocated.ps_rx_bytes == 0
+    shards = [p_conv, p_fc] + [0] * (workers - 2) if workers > 1 else [P]
+    pull = max(max(4 * (workers - 1) * s for s in shards), max(4 * (P - s) for s in shards))
+    assert colocated.breakdown["pull_parameters_s"] == pytest.approx(pull / (FAST.worker_bandwidth / 8))
+    if workers > 2:  # the dedicated PS link carries 4PW each way; colocated spreads it
+        assert colocated.step_time_s < dedicated.step_time_s
+    with pytest.raises(UserError, match="unknown PS placement"):
+        predict(profile, "ps", workers=2, batch_size=32, hardware=FAST, ps_placement="sideways")

@@ -43,11 +43,13 @@ def reference():
     return reference_weights(WARMUP + STEPS)
 
 
-@pytest.mark.parametrize("strategy", ["ps", "horovod", "ralp"])
+@pytest.mark.parametrize("strategy", ["ps", "ps-colocated", "horovod", "ralp"])
 def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
     dump = str(tmp_path / "weights.npz")
-    cfg = RunConfig(model=MODEL, strategy=strategy, workers=2, batch_size=BATCH, steps=STEPS,
-                    warmup_steps=WARMUP, learning_rate=LR, dataset="mnist", dump_weights=dump).validate()
+    placement = "colocated" if strategy == "ps-colocated" else "dedicated"
+    cfg = RunConfig(model=MODEL, strategy=strategy.split("-")[0], ps_placement=placement, workers=2,
+                    batch_size=BATCH, steps=STEPS, warmup_steps=WARMUP, learning_rate=LR, dataset="mnist",
+                    dump_weights=dump).validate()
     row = run_one(cfg, LocalLauncher())
     assert row["status"] == "ok", row["failure"]
     got = np.load(dump)

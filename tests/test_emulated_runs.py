@@ -31,11 +31,32 @@ def four_worker_rows():
 
     rows = {}
     with EmulatedLauncher(4, 1, 1e9) as launcher:
-        for strategy in ("ps", "ralp"):
-            cfg = RunConfig(model="alexnet_cifar", strategy=strategy, workers=4, batch_size=16, steps=3,
-                            warmup_steps=1, bandwidth="1gbit").validate()
+        for strategy in ("ps", "ralp", "ps-colocated", "single"):
+            placement = "colocated" if strategy == "ps-colocated" else "dedicated"
+            cfg = RunConfig(model="alexnet_cifar", strategy=strategy.split("-")[0], ps_placement=placement,
+                            workers=4, batch_size=16, steps=3, warmup_steps=1, bandwidth="1gbit").validate()
             rows[strategy] = run_one(cfg, launcher)
     return rows
+
+
+def test_colocated_ps_moves_ring_sized_traffic_on_every_worker_host(four_worker_rows):
+    """One PS task beside each worker: host i serves its shard P_i to the 3 other workers and
+    pulls the other shards, so summed over hosts 8(W-1)P bytes go out and as many come in,
+    whatever the sharding: 16(W-1)P/W per host on average, the same as a ring all-reduce."""
+    row = four_worker_rows["ps-colocated"]
+    assert row["status"] == "ok", row["failure"]
+    params, workers = 3_515_402, 4
+    assert row["bytes_worker_measured"] == pytest.approx(16 * (workers - 1) * params * 4 / workers, rel=0.03)
+    assert row["bytes_worker_measured"] == pytest.approx(row["bytes_worker_predicted"], rel=0.03)
+    assert row["bytes_ps_measured"] is None and row["bytes_ps_predicted"] is None  # no PS host carries it
+    assert row["ps_placement"] == "colocated"
+
+
+def test_single_reference_trains_one_batch_alone(four_worker_rows):
+    row = four_worker_rows["single"]
+    assert row["status"] == "ok", row["failure"]
+    assert row["images_per_sec"] == pytest.approx(16 / row["step_time_median_s"], rel=0.5)
+    assert not row["bytes_worker_measured"]  # nothing crosses a link
 
 
 def test_ralp_moves_at_most_a_fifth_of_ps_bytes_on_the_ps_link(four_worker_rows):

@@ -271,3 +271,19 @@ def test_throughput_cells_carry_intervals_and_say_when_a_speedup_is_not_signific
     assert "2.0" in cells["ralp"].split("(")[1] and "× ps" in cells["ralp"]
     low, high = (float(v) for v in cells["ralp"].split("[")[1].split("]")[0].split("–"))
     assert low < 64 / 0.5 < high                           # the interval holds the true rate
+
+
+def test_speedups_are_over_the_best_measured_ps_layout_and_scaling_over_one_process():
+    rates = {("ps", "dedicated"): 50.0, ("ps", "colocated"): 80.0, ("horovod", "dedicated"): 100.0,
+             ("ralp", "dedicated"): 160.0, ("single", "dedicated"): 40.0}
+    rows = [new_row(model="alexnet", workers=4, batch_size=32, strategy=s, ps_placement=p, cluster_mode="emulated",
+                    link_bps=1e9, status="ok", images_per_sec=r, started_at="2026-12-02T10:00:00Z")
+            for (s, p), r in rates.items()]
+    markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
+    header = next(line for line in markdown.splitlines() if line.startswith("| model | workers | single"))
+    assert header.split(" | ")[2:6] == ["single", "ps", "ps-colocated", "horovod"]
+    cells = _table(markdown, "Throughput and speedup")[0]
+    assert "2.00× ps-colocated" in cells[6] and "1.60× horovod" in cells[6]   # ralp over the faster PS layout
+    assert "× ps)" not in cells[6] and "×" not in cells[2]                     # never over the slower one; single has none
+    # images/sec(4) / (4 x 40): 31%, 50%, 62%, 100%
+    assert _table(markdown, "Scaling efficiency") == [["alexnet", "4", "40.0", "31%", "50%", "62%", "100%"]]

@@ -62,3 +62,15 @@ def test_parse_steps():
     assert stats.parse_steps("[0.5, 0.25]").tolist() == [0.5, 0.25]
     assert stats.parse_steps(None) is None and stats.parse_steps(float("nan")) is None
     assert stats.parse_steps("[]") is None
+
+
+def test_precise_enough_waits_for_the_minimum_then_the_interval_or_the_cap():
+    rng = np.random.default_rng(1)
+    tight, noisy = rng.normal(1.0, 0.01, 30), rng.normal(1.0, 0.5, 30).clip(0.05)
+    assert not stats.precise_enough(tight[:5], 10, 0.05, 5.0, None)        # below the minimum
+    assert stats.precise_enough(tight[:10], 10, None, 10.0, None)          # fixed step count
+    assert stats.precise_enough(tight[:10], 10, 0.05, 10.0, None)          # 1% noise: ±5% at once
+    assert not stats.precise_enough(noisy, 10, 0.05, 30.0, None)           # 50% noise: not yet
+    assert stats.precise_enough(noisy, 10, 0.05, 30.0, 20.0)               # ... but the time cap is reached
+    assert stats.relative_halfwidth([1.0, 1.0]) == math.inf
+    assert stats.relative_halfwidth([2.0] * 5) == 0.0

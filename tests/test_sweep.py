@@ -24,6 +24,12 @@ def test_shipped_sweeps_expand_to_their_grids():
     assert {p.config.strategy for p in headline.points} == {"ps", "horovod", "ralp", "auto"}
     assert {(p.cluster.get("bandwidth"), p.cluster.get("scale_to")) for p in headline.points} == \
         {("1gbit", None), (None, "v100-10gbe")}
+    fair = load_sweep(str(ROOT / "sweeps" / "fair.toml"))
+    scaled = load_sweep(str(ROOT / "sweeps" / "fair-scaled.toml"))
+    # 2 models x 2 worker counts x (single, ps, ps colocated, horovod, ralp) / (ps, ps colocated, horovod, ralp)
+    assert (len(fair.points), len(scaled.points)) == (20, 16) and fair.repeats == scaled.repeats == 3
+    assert all(p.config.warmup_steps >= 5 and p.config.steps >= 10 and p.config.target_ci == 0.05
+               for p in fair.points + scaled.points)
     main = load_sweep(str(ROOT / "sweeps" / "main.toml"))
     assert len(main.points) == 9 and {p.config.workers for p in main.points} == {2}
 
@@ -45,7 +51,27 @@ def test_repeats_come_from_the_file_or_the_command_line(cli, tmp_path):
     path = _write(tmp_path, "repeats = 3\n[[grid]]\nmodel = 'alexnet_cifar'\nstrategy = ['ps', 'ralp']\n")
     assert load_sweep(path).repeats == 3 and load_sweep(path, repeats=2).repeats == 2
     proc = cli("sweep", path, "--dry-run")
-    assert proc.returncode == 0 and "each 3 times, interleaved: 6 runs" in proc.stdout
+    assert proc.returncode == 0 and "6 runs (3 repeats, interleaved)" in proc.stdout
+
+
+def test_dry_run_estimates_each_point_from_the_cost_model_and_the_step_bounds(cli, tmp_path):
+    """A preset's hardware (no calibration here): the estimate is start-up plus warm-up and the
+    most timed steps the run may take, each at the predicted step time."""
+    from bench.commands.sweep import STARTUP_S, expected_steps
+    from bench.config import RunConfig
+
+    path = _write(tmp_path, "[defaults]\nhardware = 'v100-10gbe'\ncluster = 'local'\nbandwidth = '10gbit'\n"
+                            "warmup_steps = 5\nsteps = 10\ntarget_ci = 0.05\nmax_steps = 40\ntime_cap = 30\n"
+                            "[[grid]]\nmodel = 'alexnet_cifar'\nstrategy = ['ps', 'single']\n"
+                            "ps_placement = ['dedicated', 'colocated']\n")
+    proc = cli("sweep", path, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len([line for line in lines if "at most" in line and "step ~" in line]) == 4
+    assert any("ps (colocated)" in line for line in lines) and "4 runs; estimated at most" in proc.stdout
+    cfg = RunConfig(steps=10, target_ci=0.05, max_steps=40, time_cap=30).validate()
+    assert expected_steps(cfg, 0.5) == 40 and expected_steps(cfg, 2.0) == 16 and expected_steps(cfg, 10.0) == 10
+    assert STARTUP_S > 0
 
 
 def test_missing_sweep_file_exits_2_with_one_line(cli, tmp_path):

@@ -57,9 +57,9 @@ def run(args) -> int:
 
     from bench.models import get_model
     from ralp.analyzer import analyze
-    from ralp.profile import profile_model
+    from ralp.profile import profile_built
 
-    profile = profile_model(get_model(args.model))
+    profile = profile_built(lambda: get_model(args.model))
     settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
                     compression=compression, overlap=args.overlap, all_cuts=args.all_cuts)
     plan = analyze(profile, **settings)

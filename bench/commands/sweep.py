@@ -12,7 +12,7 @@ import sys
 from itertools import groupby
 
 # A journaled row stands for the sweep point with the same values of these fields.
-POINT_FIELDS = ("model", "dataset", "batch_size", "workers", "ps", "strategy", "compression", "steps",
+POINT_FIELDS = ("model", "dataset", "batch_size", "workers", "ps", "ps_placement", "strategy", "compression", "steps",
                 "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "repeat")
 
 
@@ -41,11 +41,7 @@ def run(args):
     for ds, data_dir in {(p.config.dataset, p.config.data_dir) for p in sweep.points}:
         validate_data(ds, data_dir)
     if args.dry_run:
-        for p in sweep.points:
-            print(f"{p.config.model} {p.config.strategy} workers={p.config.workers} {p.cluster}")
-        if sweep.repeats > 1:
-            print(f"each {sweep.repeats} times, interleaved: {len(sweep.points) * sweep.repeats} runs")
-        return 0
+        return _dry_run(sweep, args)
     journal = _Journal(args)
     print(f"sweep {sweep.name}: {len(sweep.points)} configurations"
           f"{f' x {sweep.repeats} repeats' if sweep.repeats > 1 else ''}, run {journal.run_id}"
@@ -63,6 +59,65 @@ def run(args):
         raise
     progress.close()
     return _publish(journal, args, sweep)
+
+
+# Per run, before and after the timed steps: mpirun, TF's import on a host capped at a fraction of
+# a core, the rendezvous, tracing the step (measured here: 20-35 s for the zoo's CIFAR models).
+STARTUP_S = 30.0
+CLUSTER_UP_S = 10.0  # bringing an emulated cluster up and probing its links, once per group
+
+
+def _dry_run(sweep, args):
+    """List the points with each one's predicted step and duration, and the sweep's total."""
+    from bench.commands.run import apply_cluster, make_launcher
+
+    total = 0.0
+    ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
+    for _, group in groupby(ordered, key=lambda p: p.cluster_key()):
+        group = list(group)
+        cluster_args = _cluster_args(args, group[0])
+        launcher = make_launcher(cluster_args, group[0].config.workers, group[0].config.ps)
+        total += CLUSTER_UP_S
+        for point in group:
+            cfg = point.config
+            apply_cluster(cfg, launcher, cluster_args.bandwidth)
+            step = predicted_step_s(cfg)
+            seconds = STARTUP_S + (cfg.warmup_steps + expected_steps(cfg, step)) * step if step else None
+            total += (seconds or STARTUP_S) * sweep.repeats
+            layout = " (colocated)" if cfg.colocated(cfg.strategy) else ""
+            print(f"{cfg.model} {cfg.strategy}{layout} workers={cfg.workers} {point.cluster}: "
+                  + (f"step ~{step:.2f} s, at most ~{seconds / 60:.1f} min" if seconds else "no prediction"))
+    runs = len(sweep.points) * sweep.repeats
+    print(f"{runs} runs{f' ({sweep.repeats} repeats, interleaved)' if sweep.repeats > 1 else ''}; estimated at "
+          f"most {total / 60:.0f} min (cost-model step times, {STARTUP_S:.0f} s start-up per run, the "
+          "steps' upper bound under --target-ci/--time-cap)")
+    return 0
+
+
+def expected_steps(cfg, step_s: float) -> int:
+    """Upper bound on the timed steps of ``cfg`` when each takes ``step_s``."""
+    if cfg.target_ci is None:
+        return cfg.steps
+    if cfg.time_cap is not None and step_s > 0:
+        return max(cfg.steps, min(cfg.step_limit, int(cfg.time_cap / step_s) + 1))
+    return cfg.step_limit
+
+
+def predicted_step_s(cfg):
+    """The cost model's step time for what ``cfg`` will run (None when it has no model of it)."""
+    from dataclasses import replace
+
+    from bench.planning import predict, resolve
+
+    try:
+        if cfg.strategy == "single":  # one worker alone: Horovod's formula with nothing to reduce
+            return predict(replace(cfg, workers=1), "horovod", None).step_time_s
+        plan = resolve(cfg)
+        strategy = "ps" if plan["strategy"] == "ps-async" else plan["strategy"]
+        prediction = predict(replace(cfg, compression=plan["compression"]), strategy, plan["cut"])
+        return prediction.step_time_s if prediction else None
+    except Exception:  # an estimate only: the run itself reports what fails
+        return None
 
 
 def _run_points(sweep, args, journal, progress):

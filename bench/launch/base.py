@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from bench.errors import RunFailed, UserError
-from bench.roles import describe_rank
+from bench.roles import RankLayout
 
 # Every rank runs with the same environment: quiet TF, mpirun allowed as root.
 BASE_ENV = {
@@ -39,24 +39,31 @@ def mpirun_path() -> str:
     raise UserError("mpirun not found; install Open MPI (apt-get install -y openmpi-bin) or run ci/setup.sh")
 
 
-def place_ranks(tf_layout: bool, workers: int, ps: int, host_slots: List[int]) -> List[int]:
-    """Ranks per host, in rank order: chief and ps 0 on host 0, ps i on host i,
-    then workers fill the following hosts up to their slots. Horovod (no TF
-    layout) uses only the worker hosts, so its workers sit where the others' do."""
+def place_ranks(layout: RankLayout, host_slots: List[int]) -> List[int]:
+    """Ranks per host, in rank order (mpirun fills hosts in order).
+
+    TF layout: chief and ps 0 on host 0, ps i on host i, then workers fill the
+    following hosts up to their slots. Colocated sync PS: the chief alone on host 0
+    (the dedicated PS host every other strategy of the comparison uses), then each
+    worker host takes its workers' (ps i, worker i) pairs. Horovod (no TF layout)
+    uses only the worker hosts, so its workers sit where the others' do."""
+    workers, ps = layout.workers, layout.ps
+    dedicated = 1 if layout.colocated else ps   # hosts before the worker hosts
+    per_worker = 2 if layout.colocated else 1   # ranks each worker brings to its host
     counts = [0] * len(host_slots)
-    if len(host_slots) < ps + 1:
+    if len(host_slots) < dedicated + 1:
         raise UserError(f"{ps} PS need at least {ps + 1} hosts (PS hosts + worker hosts); got {len(host_slots)}")
-    if tf_layout:
+    if layout.tf:
         counts[0] = 1
-        for i in range(ps):
+        for i in range(0 if layout.colocated else ps):
             counts[i] += 1
     left = workers
-    for h in range(ps, len(host_slots)):
+    for h in range(dedicated, len(host_slots)):
         take = min(left, host_slots[h])
-        counts[h] += take
+        counts[h] += per_worker * take
         left -= take
     if left:
-        raise UserError(f"{workers} workers do not fit the worker hosts' {sum(host_slots[ps:])} slots; "
+        raise UserError(f"{workers} workers do not fit the worker hosts' {sum(host_slots[dedicated:])} slots; "
                         "add hosts or slots, or lower --workers")
     return counts
 
@@ -77,7 +84,7 @@ class Launcher(abc.ABC):
         return False
 
     @abc.abstractmethod
-    def spec(self, tf_layout: bool, workers: int, ps: int, rank_argv: List[str]) -> LaunchSpec:
+    def spec(self, layout: RankLayout, rank_argv: List[str]) -> LaunchSpec:
         """The command that starts every rank of one configuration."""
 
     @abc.abstractmethod
@@ -97,21 +104,21 @@ _EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)", 
 _ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
 
 
-def diagnose(output: str, world: int, workers: int, ps: int) -> str:
+def diagnose(output: str, layout: RankLayout) -> str:
     """One line: which rank (and role) failed and how, from mpirun's and our ranks' output."""
     ours = [line.split("error: ", 1)[1] for line in output.splitlines() if line.startswith("ralp-bench: error: ")]
     m = _DIED.search(output)
     if m:
-        who = describe_rank(int(m.group(1)), world, workers, ps)
+        who = layout.describe(int(m.group(1)))
         sig = int(m.group(2))
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         return f"{who} died ({name})" + (f"; {ours[0]}" if ours else "")
     if ours:
         m = _ABORT.search(output)
-        return (f"{describe_rank(int(m.group(1)), world, workers, ps)}: " if m else "") + ours[0]
+        return (f"{layout.describe(int(m.group(1)))}: " if m else "") + ours[0]
     m = _EXIT.search(output)
     if m:
-        return f"{describe_rank(int(m.group(1)), world, workers, ps)} exited with code {m.group(2)}"
+        return f"{layout.describe(int(m.group(1)))} exited with code {m.group(2)}"
     tail = [line for line in output.splitlines() if line.strip()][-3:]
     return "mpirun failed: " + " | ".join(tail)
 
@@ -131,7 +138,7 @@ STARTUP_S = 300.0
 EXIT_GRACE_S = 60.0  # once rank 0 wrote its result, how long the ranks get to exit
 
 
-def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, ps: int,
+def run_mpirun(spec: LaunchSpec, *, timeout_s: float, layout: RankLayout,
                on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
                result_path: Optional[str] = None) -> str:
     """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank.
@@ -140,6 +147,7 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
     EXIT_GRACE_S (a rank stuck in MPI_Finalize or in TF's shutdown), the
     group is killed and the result kept: the measurement is complete."""
     env = {**os.environ, **BASE_ENV, **spec.env}
+    world = layout.world
     proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True, bufsize=1)
     lines: deque = deque(maxlen=400)
@@ -154,7 +162,7 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
             if len(phases) < world and time.monotonic() - started > STARTUP_S:
                 _kill_group(proc)
                 reader.join(5)
-                missing = [describe_rank(r, world, workers, ps) for r in range(world) if r not in phases]
+                missing = [layout.describe(r) for r in range(world) if r not in phases]
                 raise LaunchStalled(f"mpirun did not start {', '.join(missing)} within {STARTUP_S:.0f}s")
             if result_path and finished_at is None and os.path.exists(result_path):
                 finished_at = time.monotonic()
@@ -168,7 +176,7 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
                 _kill_group(proc)
                 reader.join(5)
                 raise RunFailed(f"run exceeded its {timeout_s:.0f}s deadline and was stopped; "
-                                f"{diagnose(''.join(lines), world, workers, ps)}{_where(phases, world, workers, ps)}")
+                                f"{diagnose(''.join(lines), layout)}{_where(phases, layout)}")
             time.sleep(0.1)
     except KeyboardInterrupt:
         _kill_group(proc)
@@ -178,16 +186,16 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, world: int, workers: int, 
     reader.join(5)
     output = "".join(lines)
     if proc.returncode != 0:
-        where = _where(phases, world, workers, ps) if "exceeded" in output else ""
-        raise RunFailed(diagnose(output, world, workers, ps) + where)
+        where = _where(phases, layout) if "exceeded" in output else ""
+        raise RunFailed(diagnose(output, layout) + where)
     return output
 
 
-def _where(phases: Dict[int, str], world: int, workers: int, ps: int) -> str:
+def _where(phases: Dict[int, str], layout: RankLayout) -> str:
     """'; last phase: rank 0 (chief 0) waiting for all TF servers, ...' for a hung run."""
     if not phases:
         return ""
-    return "; last phase: " + ", ".join(f"{describe_rank(r, world, workers, ps)} {phases[r]}"
+    return "; last phase: " + ", ".join(f"{layout.describe(r)} {phases[r]}"
                                          for r in sorted(phases))
 
 

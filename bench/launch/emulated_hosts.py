@@ -33,8 +33,8 @@ class EmulatedLauncher(Launcher):
     def __exit__(self, *exc):
         return self.cluster.__exit__(*exc)
 
-    def spec(self, tf_layout, workers, ps, rank_argv) -> LaunchSpec:
-        counts = place_ranks(tf_layout, workers, ps, [1] * len(self.cluster.hosts))
+    def spec(self, layout, rank_argv) -> LaunchSpec:
+        counts = place_ranks(layout, [1] * len(self.cluster.hosts))
         argv = self.cluster.mpirun_prefix() + ["mpirun"] + self.cluster.mpirun_args(counts)
         for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED", "OMPI_MCA_btl_vader_single_copy_mechanism"):
             argv += ["-x", name]

@@ -43,8 +43,8 @@ class HostsLauncher(Launcher):
         self.network = network
         self.link_bps = link_bps
 
-    def spec(self, tf_layout, workers, ps, rank_argv) -> LaunchSpec:
-        counts = place_ranks(tf_layout, workers, ps, [s for _, s in self.hosts])
+    def spec(self, layout, rank_argv) -> LaunchSpec:
+        counts = place_ranks(layout, [s for _, s in self.hosts])
         placement = ",".join(f"{h}:{n}" for (h, _), n in zip(self.hosts, counts) if n)
         argv = [mpirun_path(), "-H", placement, "--map-by", "slot", "--bind-to", "none",
                 "-x", "TF_CPP_MIN_LOG_LEVEL", "-x", "PYTHONUNBUFFERED"]

@@ -9,9 +9,8 @@ from bench.launch.base import LaunchSpec, Launcher, mpirun_path
 class LocalLauncher(Launcher):
     mode = "local"
 
-    def spec(self, tf_layout, workers, ps, rank_argv) -> LaunchSpec:
-        world = (1 + ps + workers) if tf_layout else workers
-        argv = [mpirun_path(), "-np", str(world), "--oversubscribe", "--bind-to", "none",
+    def spec(self, layout, rank_argv) -> LaunchSpec:
+        argv = [mpirun_path(), "-np", str(layout.world), "--oversubscribe", "--bind-to", "none",
                 "--mca", "btl", "self,vader,tcp"]
         if os.geteuid() == 0:
             argv.insert(1, "--allow-run-as-root")

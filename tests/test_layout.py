@@ -1,0 +1,97 @@
+"""Where ranks and variables go: PS layouts, the one-process reference, greedy sharding.
+
+The cost model prices each PS task's share with the same rule TensorFlow's placement
+uses (ralp/sharding.py); a subprocess with four logical CPU devices checks that the
+variables really land as the rule says, so predicted and measured bytes per host
+cannot drift apart silently.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.config import RunConfig
+from bench.errors import UserError
+from bench.launch.base import place_ranks
+from bench.roles import RankLayout
+from ralp.sharding import shard_loads
+from tests.conftest import ROOT
+
+
+def test_greedy_sharding_by_hand():
+    # 10 -> task 0; 3 -> task 1 (0 < 10); 4 -> task 1 (3 < 10); 8 -> task 1 (7 < 10); 1 -> task 0 (10 < 15)
+    assert shard_loads([10, 3, 4, 8, 1], 2) == [11, 15]
+    assert shard_loads([5, 5, 5], 1) == [15]
+    assert shard_loads([], 3) == [0, 0, 0]
+    with pytest.raises(ValueError):
+        shard_loads([1], 0)
+
+
+def test_colocated_layout_pairs_a_ps_task_with_each_worker_on_its_host():
+    cfg = RunConfig(strategy="ps", workers=3, ps_placement="colocated").validate()
+    layout = RankLayout.for_run(cfg, "ps")
+    assert (layout.ps, layout.world, layout.colocated) == (3, 7, True)
+    roles = [str(layout.role(r)) for r in range(layout.world)]
+    assert roles == ["chief 0", "ps 0", "worker 0", "ps 1", "worker 1", "ps 2", "worker 2"]
+    counts = place_ranks(layout, [1, 1, 1, 1])  # host 0 (the PS host of the other strategies) + 3 worker hosts
+    assert counts == [1, 2, 2, 2]
+    # ranks fill hosts in order: host h >= 1 gets ranks 2h-1 (ps h-1) and 2h (worker h-1)
+    assert [str(layout.role(r)) for r in (1, 2)] == ["ps 0", "worker 0"]
+
+
+def test_colocated_applies_to_sync_ps_only():
+    cfg = RunConfig(strategy="ralp", workers=2, ps_placement="colocated").validate()
+    for strategy, tasks in (("ralp", 1), ("ps-async", 1), ("ps", 2)):
+        assert cfg.ps_tasks(strategy) == tasks
+    assert place_ranks(RankLayout.for_run(cfg, "ralp"), [1, 1, 1]) == [2, 1, 1]
+    assert place_ranks(RankLayout.for_run(cfg, "horovod"), [1, 1, 1]) == [0, 1, 1]
+
+
+def test_single_reference_is_one_rank_on_the_first_worker_host():
+    cfg = RunConfig(strategy="single", workers=4).validate()
+    layout = RankLayout.for_run(cfg, "single")
+    assert layout.world == 1 and place_ranks(layout, [1] * 5) == [0, 1, 0, 0, 0]
+    assert cfg.images_per_step("single") == cfg.batch_size and cfg.images_per_step("ps") == 4 * cfg.batch_size
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(ps_placement="colocated", ps=2), "drop --ps 2"),
+    (dict(ps_placement="sideways"), "--ps-placement must be one of dedicated, colocated"),
+    (dict(strategy="single", compression="fp16"), "single trains one process"),
+])
+def test_bad_layouts_are_refused(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        RunConfig(**kwargs).validate()
+
+
+_PLACEMENT = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
+from bench.config import RunConfig
+from bench.strategy import StrategyContext
+from baselines.ps import SyncPS
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+strategy = SyncPS(StrategyContext(RunConfig(model=sys.argv[1]), shards=None, ps_devices=devices))
+strategy.build_model()
+load = {d.split("device:")[-1]: 0 for d in devices}
+for v in strategy.model.variables:
+    load[v.device.split("device:")[-1]] += int(v.shape.num_elements())
+slots_beside = all(m.device == v.device for v, m in zip(strategy.optimizer.variables, strategy.optimizer.slots))
+print(json.dumps({"load": list(load.values()), "slots_beside": slots_beside}))
+"""
+
+
+@pytest.mark.parametrize("model", ["alexnet_cifar", "resnet_cifar"])
+def test_tensorflow_places_variables_as_the_cost_model_shards_them(model):
+    """resnet_cifar is functional: it creates variables in call order, not in layer order."""
+    from bench.planning import model_profile
+
+    proc = subprocess.run([sys.executable, "-c", _PLACEMENT, model], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    placed = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert placed["load"] == shard_loads(model_profile(model).variable_sizes, 4)
+    assert placed["slots_beside"]  # each momentum buffer on its variable's task, not dealt by the rule
