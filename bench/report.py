@@ -253,7 +253,9 @@ def scaling_table(summary, keys):
     rows = []
     for _, group in _groups(summary, keys):
         by_strategy = {r["strategy"]: r for _, r in group.iterrows() if r["status"] == "ok"}
-        single = by_strategy.get("single") or alone.get(_compute_key(group.iloc[0]))
+        single = by_strategy.get("single")
+        if single is None:
+            single = alone.get(_compute_key(group.iloc[0]))
         if single is None or is_missing(single["images_per_sec"]) or not single["images_per_sec"] > 0:
             continue
         workers = int(group.iloc[0]["workers"])

@@ -46,7 +46,7 @@ def test_colocated_ps_moves_ring_sized_traffic_on_every_worker_host(four_worker_
     row = four_worker_rows["ps-colocated"]
     assert row["status"] == "ok", row["failure"]
     params, workers = 3_515_402, 4
-    assert row["bytes_worker_measured"] == pytest.approx(16 * (workers - 1) * params * 4 / workers, rel=0.03)
+    assert row["bytes_worker_measured"] == pytest.approx(16 * (workers - 1) * params / workers, rel=0.03)
     assert row["bytes_worker_measured"] == pytest.approx(row["bytes_worker_predicted"], rel=0.03)
     assert row["bytes_ps_measured"] is None and row["bytes_ps_predicted"] is None  # no PS host carries it
     assert row["ps_placement"] == "colocated"
