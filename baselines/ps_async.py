@@ -26,6 +26,7 @@ from bench.strategy import Strategy, loss_fn, top1
 class AsyncPS(Strategy):
     name = "ps-async"
     per_step_timing = False
+    connects_to_cluster = False  # ParameterServerStrategy connects the chief by itself
 
     def setup(self):
         cfg, shards = self.config, self.ctx.shards

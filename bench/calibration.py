@@ -34,9 +34,9 @@ PASS_ELEMENTS = 4 * 1024 * 1024
 def _machine_key() -> str:
     import platform
 
-    from bench.results import _package_version
+    from bench.environment import package_version
 
-    return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|tf{_package_version('tensorflow', 'tensorflow-cpu')}"
+    return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|tf{package_version('tensorflow', 'tensorflow-cpu')}"
 
 
 def _load() -> Dict:
@@ -129,7 +129,7 @@ def _median_time(fn, repeats: int = 11, budget_s: float = 15.0) -> float:
 
 def _measure_hardware() -> Dict:
     tf = _threads()
-    from ralp.hardware import _measure
+    from ralp.calibrate import _measure
 
     figures = _measure()
     m = tf.Variable(tf.zeros([PASS_ELEMENTS]))

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bench.errors import UserError
+from bench.strategy_specs import SPECS, spec_of, strategy_names
 
-STRATEGIES = ("ps", "ps-async", "horovod", "ralp", "auto", "single")
+STRATEGIES = strategy_names()  # every registered strategy (bench/strategy_specs.py) and auto
 PS_PLACEMENTS = ("dedicated", "colocated")
 MAX_WORKERS = 64
 # model: the model's own step timed under the host's quota; hardware: micro-benchmarks only.
@@ -24,7 +25,7 @@ CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is 
 @dataclass
 class RunConfig:
     model: str = "alexnet_cifar"
-    strategy: str = "ralp"
+    strategy: str = field(default="ralp", metadata={"rank": False})  # each rank is told the resolved one
     workers: int = 2
     ps: int = 1
     ps_placement: str = "dedicated"  # sync PS: dedicated (S PS hosts) | colocated (one PS task per worker host)
@@ -48,9 +49,11 @@ class RunConfig:
     eval_every: int = 0
     hardware: Optional[str] = None   # analyzer hardware preset or JSON file (auto, predictions)
     bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
-    ps_bandwidth: Optional[str] = None  # the PS hosts' link rate, when it differs (emulated: --ps-bandwidth)
-    latency: Optional[str] = None       # one-way latency the analyzer assumes (emulated: --latency)
-    network: Optional[str] = None  # CIDR of the cluster network (multi-homed hosts)
+    # Driver-only (metadata rank=False): the ranks get the plan, not the link settings it came from;
+    # the launcher adds --network itself.
+    ps_bandwidth: Optional[str] = field(default=None, metadata={"rank": False})  # PS hosts' link rate if different
+    latency: Optional[str] = field(default=None, metadata={"rank": False})       # one-way latency assumed
+    network: Optional[str] = field(default=None, metadata={"rank": False})  # CIDR of the cluster network
     horovod_ops: str = "gloo"      # Horovod's controller + CPU collectives: gloo | mpi (bench/hvd_init.py)
     horovod_fusion_mb: float = 128.0  # HOROVOD_FUSION_THRESHOLD (Horovod 0.28's default: 128 MiB)
     horovod_cycle_ms: float = 1.0     # HOROVOD_CYCLE_TIME (its default: 1 ms)
@@ -58,19 +61,19 @@ class RunConfig:
     cpus_per_host: Optional[float] = None  # each host's CPU quota (emulated cluster); calibration runs under it
     # What the cost model measures under that quota: model | hardware (RALP_CALIBRATION sets the default).
     calibration: str = field(default_factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
-    out: Optional[str] = None      # where rank 0 writes its JSON result
+    out: Optional[str] = field(default=None, metadata={"rank": False})  # where rank 0 writes its JSON result
     dump_weights: Optional[str] = None  # .npz of final trainable weights (tests)
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, metadata={"rank": False})
 
     def colocated(self, strategy: str) -> bool:
         """Does ``strategy`` run with a PS task beside every worker? Only sync PS shards its
         variables that way (tf_cnn_benchmarks' layout); RALP's head and ps-async's
         coordinator keep the dedicated PS host."""
-        return strategy == "ps" and self.ps_placement == "colocated"
+        return strategy in SPECS and SPECS[strategy].colocatable and self.ps_placement == "colocated"
 
     def images_per_step(self, strategy: str) -> int:
         """Images one timed step trains: the global batch, or one batch for the one-process reference."""
-        return self.batch_size if strategy == "single" else self.global_batch
+        return self.batch_size if strategy in SPECS and SPECS[strategy].one_batch_per_step else self.global_batch
 
     def ps_tasks(self, strategy: str) -> int:
         """PS tasks ``strategy`` runs with: one per worker when colocated, else --ps."""
@@ -89,26 +92,33 @@ class RunConfig:
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
+    def rank_fields(cls):
+        """The settings every rank receives as flags (all but the driver-only ones)."""
+        return [f.name for f in dataclasses.fields(cls) if f.metadata.get("rank", True)]
+
+    @classmethod
     def from_args(cls, args) -> "RunConfig":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in vars(args).items() if k in names and v is not None})
 
     def validate(self) -> "RunConfig":
+        """Refuse bad settings with one line naming the fix, before anything starts. Long because
+        it is a flat list of independent checks, one per setting, easier to read in one place."""
         from bench.models.registry import get_spec
 
         get_spec(self.model)
-        if self.strategy not in STRATEGIES:
-            raise UserError(f"unknown strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}")
-        from ralp.compression import get_codec
+        if self.strategy != "auto":
+            spec_of(self.strategy)  # one line naming the valid strategies
+        from ralp.codec_spec import parse_codec
 
         # One spelling from here on: planning, predictions and rows compare it as text.
         self.compression = str(self.compression).strip().lower()
         if self.compression != "auto":  # auto: the analyzer picks (bench.planning)
-            get_codec(self.compression)  # a bad codec spec fails here, before anything is launched
-        if self.strategy == "single" and self.compression != "none":
-            raise UserError("single trains one process with nothing to send; use --compression none")
-        if self.strategy == "ps-async" and self.compression != "none":
-            raise UserError("ps-async does not support --compression; use --compression none, or ps/ralp/horovod")
+            parse_codec(self.compression)  # a bad codec spec fails here, before anything is launched
+        if self.strategy != "auto" and not spec_of(self.strategy).codecs and self.compression != "none":
+            with_codecs = ", ".join(name for name, spec in SPECS.items() if spec.codecs)
+            raise UserError(f"{self.strategy} does not support --compression ({spec_of(self.strategy).description}); "
+                            f"use --compression none, or one of {with_codecs}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise UserError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 1 <= self.ps <= 8:

@@ -15,26 +15,19 @@ import numpy as np
 from bench.config import RunConfig
 from bench.errors import RunFailed
 from bench.launch.base import Launcher, run_mpirun
+from bench.rank_result import RankResult
 from bench.roles import RankLayout
 
-# Flags forwarded from RunConfig to every rank.
-_FORWARD = ["model", "workers", "ps", "ps_placement", "batch_size", "steps", "target_ci", "max_steps", "time_cap",
-            "warmup_steps", "learning_rate", "momentum", "seed",
-            "dataset", "data_dir", "cut", "compression", "intra_threads", "inter_threads", "step_timeout",
-            "train_to_accuracy", "eval_every", "hardware", "bandwidth", "cpus_per_host", "calibration",
-            "horovod_ops", "horovod_fusion_mb", "horovod_cycle_ms"]
-
-
 def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
+    """The flags of ``python -m bench.run`` for ``cfg``: every rank setting (RunConfig.rank_fields),
+    so a new setting reaches the ranks without a list to keep in step."""
     argv = ["--strategy", strategy, "--out", out]
-    for name in _FORWARD:
+    for name in RunConfig.rank_fields():
         value = getattr(cfg, name)
-        if value is not None:
+        if isinstance(value, bool):
+            argv += ["--" + name.replace("_", "-")] if value else []
+        elif value is not None:
             argv += ["--" + name.replace("_", "-"), str(value)]
-    if cfg.dump_weights:
-        argv += ["--dump-weights", cfg.dump_weights]
-    if cfg.horovod_autotune:
-        argv += ["--horovod-autotune"]
     return argv
 
 
@@ -55,16 +48,16 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
         plan = resolve(cfg)
     except Exception as exc:  # an analyzer error is this row's failure, not the sweep's
         return {**row, "status": "failed", "failure": f"planning failed: {exc}"}
-    strategy, cut = plan["strategy"], plan["cut"]
+    strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
-    row.update(plan=strategy + (f"+{plan['compression']}" if picked_codec else ""), cut_layer=cut,
+    row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
                **launcher.link_fields(strategy))
     if strategy == "horovod":
         from bench.hvd_init import settings_label
 
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
                                                  cfg.horovod_autotune)
-    cfg = replace(cfg, compression=plan["compression"])  # ranks and predictions get the concrete codec
+    cfg = replace(cfg, compression=plan.compression)  # ranks and predictions get the concrete codec
     layout = RankLayout.for_run(cfg, strategy)
     fd, out = tempfile.mkstemp(prefix="ralp-rank0-", suffix=".json")
     os.close(fd)
@@ -75,7 +68,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
         run_mpirun(spec, timeout_s=deadline_for(cfg), layout=layout,
                    on_progress=on_progress, echo=echo, result_path=out)
         with open(out) as f:
-            result = json.load(f)
+            result = RankResult.from_json(f.read())
         row["cpu_steal"] = steal_share(times_before, cpu_times())
     except RunFailed as exc:
         return {**row, **_predicted(cfg, strategy, cut), "status": "failed", "failure": str(exc)}
@@ -124,51 +117,53 @@ def _config_fields(cfg: RunConfig) -> Dict:
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
     from bench.planning import predict
 
+    from bench.errors import UserError
+
     try:
         p = predict(cfg, strategy, cut)
-    except Exception:  # the row still carries the measurement
+    except UserError:  # a configuration the cost model cannot price; the row keeps the measurement
         p = None
     if p is None:
         return {}
     return {"predicted_step_time_s": p.step_time_s,
             "bytes_worker_predicted": p.worker_tx_bytes + p.worker_rx_bytes,
             "bytes_ps_predicted": ((p.ps_tx_bytes + p.ps_rx_bytes)
-                                   if strategy != "horovod" and not cfg.colocated(strategy) else None)}
+                                   if RankLayout.for_run(cfg, strategy).tf and not cfg.colocated(strategy) else None)}
 
 
-def measured_fields(cfg: RunConfig, result: Dict) -> Dict:
+def measured_fields(cfg: RunConfig, result: RankResult) -> Dict:
     """Images/sec as tf_cnn_benchmarks reports it (total images / total timed
     time), step-time percentiles, and per-step bytes per PS host and per worker host."""
-    times = np.asarray(result["step_times"], dtype=float)
-    steps = max(1, result["timed_steps"])
-    per_host = {h: (tx + rx) / steps for h, (tx, rx) in result["bytes_by_host"].items()}
+    times = np.asarray(result.step_times, dtype=float)
+    steps = max(1, result.timed_steps)
+    per_host = {h: (tx + rx) / steps for h, (tx, rx) in result.bytes_by_host.items()}
 
     def mean_over(hosts):
         values = [per_host[h] for h in hosts if h in per_host]
         return float(np.mean(values)) if values else None
 
-    worker_hosts = [h for h in result["worker_hosts"] if h not in result["ps_hosts"]]
-    colocated = bool(result["worker_hosts"]) and not worker_hosts  # a PS task on every worker host
+    worker_hosts = [h for h in result.worker_hosts if h not in result.ps_hosts]
+    colocated = bool(result.worker_hosts) and not worker_hosts  # a PS task on every worker host
     if colocated:
-        worker_hosts = result["worker_hosts"]
-    per_step = result["per_step_timing"]
-    images = cfg.images_per_step(result.get("plan") or cfg.strategy)
+        worker_hosts = result.worker_hosts
+    per_step = result.per_step_timing
+    images = cfg.images_per_step(result.plan or cfg.strategy)
     return {
         "images_per_sec": images * len(times) / float(times.sum()) if times.sum() > 0 else None,
         "step_time_median_s": float(np.median(times)),
         "timed_steps": int(len(times)),
         "step_time_p10_s": float(np.percentile(times, 10)) if per_step else None,
         "step_time_p90_s": float(np.percentile(times, 90)) if per_step else None,
-        "bytes_ps_measured": None if colocated else mean_over(result["ps_hosts"]),
+        "bytes_ps_measured": None if colocated else mean_over(result.ps_hosts),
         "bytes_worker_measured": mean_over(worker_hosts),
-        "accuracy": result["final_accuracy"],
-        "steps_to_accuracy": result["steps_to_accuracy"],
-        "time_to_accuracy_s": result["time_to_accuracy_s"],
-        "final_loss": result["losses"][-1] if result["losses"] else None,
+        "accuracy": result.final_accuracy,
+        "steps_to_accuracy": result.steps_to_accuracy,
+        "time_to_accuracy_s": result.time_to_accuracy_s,
+        "final_loss": result.losses[-1] if result.losses else None,
         # Only real per-step times: ps-async times chunks of steps, so its "steps" are equal
         # averages and would make a zero-width interval.
         "step_times_s": json.dumps([round(float(t), 6) for t in times]) if per_step else None,
-        **tcp_health(result.get("tcp_by_host") or {}),
+        **tcp_health(result.tcp_by_host or {}),
     }
 
 

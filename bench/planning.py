@@ -80,17 +80,27 @@ def plan_for(cfg: RunConfig) -> RunPlan:
                    dict(plan.predictions))
 
 
-def resolve(cfg: RunConfig) -> Dict:
+@dataclass(frozen=True)
+class Resolved:
+    """What actually runs: the one shape of a plan that the driver, the ranks (rank 0 sends it
+    to the others) and the rows share. ``compression`` is concrete (never 'auto')."""
+    strategy: str
+    cut: Optional[str]
+    compression: str
+    reason: Optional[str] = None
+
+
+def resolve(cfg: RunConfig) -> Resolved:
     """What actually runs: strategy, cut and codec ('auto' in either asks the analyzer).
 
     The launcher calls this to start the right ranks and record the plan; rank 0 of a
     direct mpirun calls it too, so both paths agree."""
     if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
-        return {"strategy": cfg.strategy, "cut": None, "compression": cfg.compression, "reason": None}
+        return Resolved(cfg.strategy, None, cfg.compression)
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
         # --cut is checked by the driver (check_cut) before launch; rank 0 of a launched run
         # must not profile the model again on its host's slice of a core.
-        return {"strategy": "ralp", "cut": cfg.cut, "compression": cfg.compression, "reason": None}
+        return Resolved("ralp", cfg.cut, cfg.compression)
     plan = plan_for(cfg)
     strategy = plan.strategy if cfg.strategy == "auto" else cfg.strategy
     cut = None
@@ -99,7 +109,7 @@ def resolve(cfg: RunConfig) -> Dict:
         if cut is None:
             raise UserError(f"{cfg.model} has no cut point before a dense layer; ralp cannot split it "
                             f"(use --strategy ps or horovod)")
-    return {"strategy": strategy, "cut": cut, "compression": plan.compression, "reason": plan.reason}
+    return Resolved(strategy, cut, plan.compression, plan.reason)
 
 
 def check_cut(cfg: RunConfig):
@@ -123,8 +133,12 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     """The cost model's figures for exactly what ran (None for ps-async: no model of it)."""
     from ralp.cost_model import predict as cost_predict
 
-    if strategy not in ("ps", "horovod", "ralp"):
+    from bench.strategy_specs import spec_of
+
+    spec = spec_of(strategy)
+    if spec.priced_as is None:
         return None
-    return cost_predict(model_profile(cfg.model), strategy, workers=cfg.workers, batch_size=cfg.batch_size,
+    workers = 1 if spec.one_batch_per_step else cfg.workers
+    return cost_predict(model_profile(cfg.model), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement)

@@ -13,10 +13,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from bench.results import is_missing
+from bench.strategy_specs import AUTO, SPECS
 from ralp.hardware import format_bandwidth
 
-STRATEGY_COLORS = {"ps": "#d62728", "ps-async": "#ff7f0e", "horovod": "#1f77b4",
-                   "ralp": "#2ca02c", "auto": "#9467bd"}
+# Each strategy's own colour (bench/strategy_specs.py); variants such as ps-colocated get the next free one.
+STRATEGY_COLORS = {**{name: spec.color for name, spec in SPECS.items()}, AUTO: "#9467bd"}
 _OTHER_COLORS = ["#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 FONT_SIZE = 11
 _LINES = ["-", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]
@@ -136,6 +137,7 @@ def throughput_plot(summary, extra_keys, path):
 
 def bytes_plot(summary, extra_keys, path):
     """Bytes per step per strategy, measured (solid) beside predicted (hatched), per model.
+    (Long because matplotlib wants each panel's bars, labels and legend spelled out.)
 
     Each panel shows the largest worker count that has byte figures for that model, since
     per-host traffic depends on the worker count for ring all-reduce.

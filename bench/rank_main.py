@@ -10,7 +10,6 @@ Order of events (every rank):
 Every exit path calls MPI_Finalize, then leaves with os._exit: TF's gRPC
 threads can keep a process alive after Python's main thread is done.
 """
-import json
 import os
 import sys
 import time
@@ -20,6 +19,7 @@ from bench.config import RunConfig
 from bench.errors import UserError
 from bench.roles import role_of
 from bench.strategy import StrategyContext, strategy_class
+from bench.strategy_specs import spec_of
 from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
                               start_server, thread_counts)
 
@@ -54,9 +54,9 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     watchdog.arm("start-up (plan, rendezvous, TF servers)", timeout_s=max(300.0, cfg.step_timeout))
     phase(rank, "planning")
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
-    strategy_name = plan["strategy"]
-    cfg = replace(cfg, compression=plan["compression"])  # 'auto' is resolved on rank 0
-    if strategy_name == "single":
+    strategy_name = plan.strategy
+    cfg = replace(cfg, compression=plan.compression)  # 'auto' is resolved on rank 0
+    if spec_of(strategy_name).layout == "single":
         return _single(comm, cfg, plan, load_shards, watchdog)
     ps_tasks, colocated = cfg.ps_tasks(strategy_name), cfg.colocated(strategy_name)
     roles = [role_of(r, world, cfg.workers, ps_tasks, colocated) for r in range(world)]
@@ -90,33 +90,47 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
         return _horovod_worker(comm, info, cfg, plan, worker_ranks, meter, load_shards, watchdog, hvd)
 
     if role.job != "chief":
-        _select_gpu(role)
-        phase(rank, "starting TF server")
-        server = start_server(info, role, intra, inter)
-        phase(rank, "TF server up, waiting for all servers")
-        polite_allgather(comm, "up")
-        phase(rank, "serving")
-        watchdog.disarm()
-        follow_until_stopped(comm, info)
-        del server
-        _finish()
+        _serve(comm, info, role, intra, inter, watchdog)
+    _drive(comm, info, cfg, cls, plan, roles, ps_tasks, meter, load_shards, watchdog)
+
+
+def _serve(comm, info, role, intra, inter, watchdog):
+    """A PS or worker task: run the TF server and answer traffic samples until the chief stops."""
+    rank = comm.Get_rank()
+    _select_gpu(role)
+    phase(rank, "starting TF server")
+    server = start_server(info, role, intra, inter)
+    phase(rank, "TF server up, waiting for all servers")
+    polite_allgather(comm, "up")
+    phase(rank, "serving")
+    watchdog.disarm()
+    follow_until_stopped(comm, info)
+    del server
+    _finish()
+
+
+def _drive(comm, info, cfg, cls, plan, roles, ps_tasks, meter, load_shards, watchdog):
+    """The chief: connect to every task, train through the strategy, write the result."""
+    import tensorflow as tf
+
+    rank = comm.Get_rank()
     phase(rank, "waiting for all TF servers")
     polite_allgather(comm, "up")
     watchdog.disarm()
     phase(rank, "connecting to the cluster")
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(info.spec), task_type="chief", task_id=0, rpc_layer="grpc")
-    if strategy_name != "ps-async":  # PSS connects by itself
+    if cls.connects_to_cluster:
         tf.config.experimental_connect_to_cluster(resolver, job_name="chief", task_index=0,
                                                   make_master_device_default=False)
     phase(rank, "training")
     ctx = StrategyContext(cfg, load_shards(cfg),
                           worker_devices=[device_for("worker", i) for i in range(cfg.workers)],
                           ps_devices=[device_for("ps", i) for i in range(ps_tasks)],
-                          cut=plan["cut"], extra={"resolver": resolver})
+                          cut=plan.cut, extra={"resolver": resolver})
     result = _train_and_report(comm, cfg, cls(ctx), meter, plan, True, watchdog)
-    result["ps_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job in ("chief", "ps")})
-    result["worker_hosts"] = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job == "worker"})
+    result.ps_hosts = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job in ("chief", "ps")})
+    result.worker_hosts = sorted({info.addresses[r] for r, ro in enumerate(roles) if ro.job == "worker"})
     _write(cfg, result)
     _finish()
 
@@ -136,9 +150,9 @@ def _single(comm, cfg, plan, load_shards, watchdog):
     watchdog.disarm()
     phase(0, "training")
     _select_gpu(None)
-    strategy = strategy_class("single")(StrategyContext(cfg, load_shards(cfg)))
+    strategy = strategy_class(plan.strategy)(StrategyContext(cfg, load_shards(cfg)))
     result = _train_and_report(comm, cfg, strategy, TrafficMeter(comm, info), plan, True, watchdog)
-    result.update(ps_hosts=[], worker_hosts=[info.addresses[0]])
+    result.ps_hosts, result.worker_hosts = [], [info.addresses[0]]
     _write(cfg, result)
     _finish()
 
@@ -149,8 +163,8 @@ def _horovod_worker(comm, info, cfg, plan, worker_ranks, meter, load_shards, wat
     ctx = StrategyContext(cfg, load_shards(cfg))
     leader = hvd.rank() == 0
     result = _train_and_report(comm, cfg, strategy_class("horovod")(ctx), meter, plan, leader, watchdog)
-    result["ps_hosts"] = []
-    result["worker_hosts"] = sorted({info.addresses[r] for r in worker_ranks})
+    result.ps_hosts = []
+    result.worker_hosts = sorted({info.addresses[r] for r in worker_ranks})
     if leader:
         _write(cfg, result)
     hvd.shutdown()  # Horovod's background thread must leave MPI before MPI_Finalize
@@ -162,8 +176,8 @@ def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog):
 
     started = time.time()
     result = train(strategy, cfg, meter, watchdog, leader)
-    result.update(strategy_requested=cfg.strategy, plan_reason=plan.get("reason"), started_unix=started,
-                  world=comm.Get_size())
+    result.strategy_requested, result.plan_reason, result.started_unix, result.world = (
+        cfg.strategy, plan.reason, started, comm.Get_size())
     watchdog.arm("finishing (weights, last traffic sample)", timeout_s=max(120.0, cfg.step_timeout))
     if cfg.dump_weights and leader:
         import numpy as np
@@ -186,9 +200,9 @@ def _select_gpu(role, local_rank=None):
 
 def _write(cfg, result):
     if not cfg.out:
-        print(json.dumps(result), flush=True)
+        print(result.to_json(), flush=True)
         return
     tmp = cfg.out + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(result, f)
+        f.write(result.to_json())
     os.replace(tmp, cfg.out)

@@ -9,258 +9,32 @@ measured and can still be committed. Reading never trusts the directory: a trunc
 foreign or empty file is named in a warning and skipped, and the other runs still load;
 files from older schema versions are migrated on read.
 
-Row fields are the flat schema in ``FIELD_TYPES``; build rows with ``new_row``.
+Row fields are the flat schema in ``FIELD_TYPES`` (bench/result_schema.py); build rows with
+``new_row``. The environment columns come from bench/environment.py.
 """
 import contextlib
-import datetime as _dt
 import hashlib
-import importlib.metadata
 import json
-import math
 import os
-import platform
 import re
 import secrets
-import socket
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from bench.environment import environment_fields  # noqa: F401 (part of this module's API)
 from bench.errors import UserError
+from bench.result_schema import (  # noqa: F401 (re-exported: the store's API)
+    FIELD_TYPES, REQUIRED_COLUMNS, SCHEMA_FIELDS, SCHEMA_VERSION, V0_RENAMES, VERSION_COLUMN, _arrow_schema,
+    _require_arrow, coerce_frame, is_missing, migrate, new_row, new_run_id, utc_now_iso)
 
-SCHEMA_VERSION = 1
-
-_STR, _BOOL, _INT, _FLOAT = "str", "bool", "int", "float"
-# Order here is the column order on disk.
-FIELD_TYPES = {
-    "run_id": _STR, "started_at": _STR, "git_commit": _STR, "git_dirty": _BOOL,
-    "tf_version": _STR, "horovod_version": _STR, "mpi_version": _STR, "python_version": _STR,
-    "cpu_model": _STR, "cpu_cores": _INT, "gpus": _INT, "hostname": _STR,
-    "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
-    "latency_s": _FLOAT, "scaled_to": _STR, "cpus_per_host": _FLOAT, "link_pattern": _STR,
-    "link_efficiency": _FLOAT,
-    "model": _STR, "dataset": _STR, "batch_size": _INT, "global_batch": _INT, "workers": _INT,
-    "ps": _INT, "ps_placement": _STR, "strategy": _STR, "plan": _STR, "cut_layer": _STR, "compression": _STR,
-    "steps": _INT, "warmup_steps": _INT, "repeat": _INT, "timed_steps": _INT, "target_ci": _FLOAT,
-    "images_per_sec": _FLOAT, "step_time_median_s": _FLOAT, "step_time_p10_s": _FLOAT,
-    "step_time_p90_s": _FLOAT,
-    "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
-    "bytes_worker_measured": _FLOAT, "bytes_worker_predicted": _FLOAT,
-    "predicted_step_time_s": _FLOAT,
-    "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
-    "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
-    "horovod_settings": _STR, "cpu_steal": _FLOAT, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,
-    "status": _STR, "failure": _STR,
-}
-SCHEMA_FIELDS = tuple(FIELD_TYPES)
-# Stored in every file (not a row field) so a file says which schema wrote it.
-VERSION_COLUMN = "schema_version"
-# Without these a file is not a result file of ours, whatever its extension.
-REQUIRED_COLUMNS = ("model", "strategy")
-# v0 (unversioned prototype files, CSV only): no schema_version column, fewer columns,
-# and these older names.
-V0_RENAMES = {"step_time_s": "step_time_median_s", "bytes_per_step": "bytes_worker_measured",
-              "img_per_sec": "images_per_sec"}
 _RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class RunExistsError(UserError):
     """A run id that is already stored: run files are write-once."""
-
-
-# ---------------------------------------------------------------- rows -----------------------
-
-def new_row(**fields):
-    """Return a dict with every schema field (None where not given), values coerced to type.
-
-    Unknown field names raise TypeError, like a misspelt keyword argument would.
-    """
-    unknown = sorted(set(fields) - set(FIELD_TYPES))
-    if unknown:
-        raise TypeError(f"unknown result field(s) {unknown}; known: {', '.join(SCHEMA_FIELDS)}")
-    return {name: _coerce_value(name, fields.get(name)) for name in SCHEMA_FIELDS}
-
-
-def _coerce_value(name, value):
-    kind = FIELD_TYPES[name]
-    if is_missing(value):
-        return None
-    try:
-        if kind == _STR:
-            return str(value)
-        if kind == _BOOL:
-            if isinstance(value, str):
-                lowered = value.strip().lower()
-                if lowered in ("true", "1", "yes"):
-                    return True
-                if lowered in ("false", "0", "no"):
-                    return False
-                raise ValueError(value)
-            return bool(value)
-        if kind == _INT:
-            number = float(value)
-            if not number.is_integer():
-                raise ValueError(value)
-            return int(number)
-        number = float(value)
-        return number if math.isfinite(number) else None
-    except (TypeError, ValueError):
-        raise ValueError(f"result field {name!r} expects {kind}, got {value!r}") from None
-
-
-def new_run_id(now=None):
-    """A sortable, unique id: UTC timestamp plus 6 random hex digits (20261202T163000Z-ab12cd)."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
-    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-def utc_now_iso():
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def environment_fields(repo_dir=None, ignore_paths=("results",)):
-    """Describe the code and machine a run used; every probe degrades to None, never raises.
-
-    TensorFlow and Horovod versions come from package metadata, so nothing heavy is imported.
-    ``git_dirty`` counts modified tracked files outside ``ignore_paths`` (the result store
-    itself changes with every run and must not make the next run look dirty).
-    """
-    repo_dir = Path(repo_dir) if repo_dir else Path(__file__).resolve().parent.parent
-    commit = _command_output(["git", "-C", str(repo_dir), "rev-parse", "HEAD"])
-    status = _command_output(["git", "-C", str(repo_dir), "status", "--porcelain",
-                              "--untracked-files=no", "--", "."]
-                             + [f":(exclude){p}" for p in ignore_paths], keep_empty=True)
-    return {
-        "git_commit": commit,
-        "git_dirty": (bool(status.strip()) if status is not None and commit else None),
-        "tf_version": _package_version("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
-        "horovod_version": _package_version("horovod"),
-        "mpi_version": _mpi_version(),
-        "python_version": platform.python_version(),
-        "cpu_model": _cpu_model(),
-        "cpu_cores": os.cpu_count(),
-        "gpus": _gpu_count(),
-        "hostname": socket.gethostname(),
-    }
-
-
-def _command_output(argv, keep_empty=False):
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
-        return None
-    out = proc.stdout.strip()
-    return out if (out or keep_empty) else None
-
-
-def _package_version(*names):
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _mpi_version():
-    out = _command_output(["mpirun", "--version"])
-    if not out:
-        return None
-    first = out.splitlines()[0]  # "mpirun (Open MPI) 4.1.4"
-    match = re.search(r"\(([^)]+)\)\s*(\S+)", first)
-    return f"{match.group(1)} {match.group(2)}" if match else first
-
-
-def _cpu_model():
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or None
-
-
-def _gpu_count():
-    out = _command_output(["nvidia-smi", "-L"])
-    if out is None:
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
-
-
-# ---------------------------------------------------------------- frames ---------------------
-
-def coerce_frame(df):
-    """Give a frame every schema column with the schema's dtype (nullable ints and bools)."""
-    df = df.copy()
-    for name, kind in FIELD_TYPES.items():
-        if name not in df.columns:
-            df[name] = None
-        column = df[name]
-        if kind == _FLOAT:
-            df[name] = pd.to_numeric(column, errors="coerce").astype("float64")
-        elif kind == _INT:
-            numbers = pd.to_numeric(column, errors="coerce")
-            whole = numbers.dropna()
-            if (whole == whole.round()).all():
-                df[name] = numbers.round().astype("Int64")
-            else:
-                df[name] = numbers.astype("float64")
-        elif kind == _BOOL:
-            df[name] = pd.array([_bool_or_none(v) for v in column], dtype="boolean")
-        else:
-            df[name] = pd.Series([None if is_missing(v) else str(v) for v in column],
-                                 index=df.index, dtype="object")
-    extra = [c for c in df.columns if c not in FIELD_TYPES]
-    return df[list(SCHEMA_FIELDS) + extra]
-
-
-def _bool_or_none(value):
-    try:
-        return _coerce_value("git_dirty", value)
-    except ValueError:  # garbage in an old or hand-edited file reads as unknown
-        return None
-
-
-def is_missing(value):
-    """None, pandas NA/NaT or a float NaN: an empty cell, whatever type its column has."""
-    return (value is None or value is pd.NA or value is pd.NaT
-            or (isinstance(value, float) and math.isnan(value)))
-
-
-def migrate(df, file_version):
-    """Bring a frame read from a file of schema ``file_version`` up to ``SCHEMA_VERSION``.
-
-    v0 -> v1: renames the prototype's column names and adds missing columns as None.
-    """
-    if file_version == 0:
-        df = df.rename(columns={old: new for old, new in V0_RENAMES.items()
-                                if old in df.columns and new not in df.columns})
-        if "status" not in df.columns:
-            df["status"] = "ok"
-    df = coerce_frame(df)
-    df[VERSION_COLUMN] = file_version
-    return df
-
-
-def _arrow_schema():
-    import pyarrow as pa
-    types = {_STR: pa.string(), _BOOL: pa.bool_(), _INT: pa.int64(), _FLOAT: pa.float64()}
-    fields = [pa.field(name, types[kind]) for name, kind in FIELD_TYPES.items()]
-    return pa.schema(fields + [pa.field(VERSION_COLUMN, pa.int64())],
-                     metadata={b"ralp_bench_schema_version": str(SCHEMA_VERSION).encode()})
-
-
-def _require_arrow():
-    try:
-        import pyarrow  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
-    except ImportError as exc:
-        raise UserError(f"pyarrow cannot be imported ({exc}); install a build that matches this "
-                        "numpy, e.g. pip install 'pyarrow<24' with numpy<2") from None
 
 
 # ---------------------------------------------------------------- store ----------------------

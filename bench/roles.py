@@ -63,9 +63,12 @@ class RankLayout:
     def for_run(cls, cfg, strategy: str) -> "RankLayout":
         """The layout ``strategy`` runs ``cfg`` in (``cfg`` is a RunConfig). The one-process
         reference is one worker on the first worker host."""
-        if strategy == "single":
+        from bench.strategy_specs import spec_of
+
+        layout = spec_of(strategy).layout
+        if layout == "single":
             return cls(1, cfg.ps, tf=False)
-        return cls(cfg.workers, cfg.ps_tasks(strategy), strategy != "horovod", cfg.colocated(strategy))
+        return cls(cfg.workers, cfg.ps_tasks(strategy), layout == "tf", cfg.colocated(strategy))
 
     @property
     def world(self) -> int:

@@ -16,14 +16,6 @@ import numpy as np
 
 from bench.config import RunConfig
 
-# name -> "module:Class"; imported lazily so Horovod is loaded only when used.
-REGISTRY = {
-    "ps": "baselines.ps:SyncPS",
-    "ps-async": "baselines.ps_async:AsyncPS",
-    "horovod": "baselines.horovod:HorovodAllreduce",
-    "ralp": "ralp.placement:LayerPlacement",
-    "single": "baselines.single:SingleProcess",
-}
 
 
 @dataclass
@@ -51,6 +43,7 @@ class Strategy(abc.ABC):
     name = "?"
     uses_tf_cluster = True      # False: every rank is a worker (horovod)
     per_step_timing = True      # False: only total time is meaningful (async)
+    connects_to_cluster = True  # False: the strategy connects the chief to the TF cluster itself
 
     def __init__(self, ctx: StrategyContext):
         self.ctx = ctx
@@ -81,7 +74,11 @@ class Strategy(abc.ABC):
 
 
 def strategy_class(name: str):
-    module_name, cls = REGISTRY[name].split(":")
+    """The implementation of ``name`` (bench/strategy_specs.py), imported only now, so
+    Horovod is loaded only where it trains."""
+    from bench.strategy_specs import spec_of
+
+    module_name, cls = spec_of(name).implementation.split(":")
     return getattr(importlib.import_module(module_name), cls)
 
 

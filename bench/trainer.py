@@ -15,6 +15,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from bench.config import RunConfig
+from bench.rank_result import RankResult
 from bench.stats import precise_enough
 from bench.strategy import Strategy
 from bench.tf_cluster import TrafficMeter
@@ -67,7 +68,10 @@ def _agreement(meter: TrafficMeter, leader: bool, strategy: Strategy):
 
 
 def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Watchdog,
-          leader: bool) -> Dict:
+          leader: bool) -> RankResult:
+    """Set up, warm up, time steps (until --steps, or --target-ci's precision), evaluate, and
+    return the rank-0 result. Long because the timed loop and what it measures must be read
+    together: a step's timing, its traffic sample and its evaluation pause share the loop."""
     total = cfg.warmup_steps + cfg.step_limit
     t0 = time.perf_counter()
     watchdog.arm("setup", timeout_s=max(300.0, cfg.step_timeout))
@@ -114,18 +118,12 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
     bytes_by_host = {h: counts[:2] for h, counts in timed.items()}
     tcp_by_host = {h: counts[2:5] for h, counts in timed.items() if len(counts) >= 5}
     timed_steps = len(step_times)
-    return {
-        **strategy.describe(),
-        "timed_steps": timed_steps,
-        "step_times": step_times,
-        "per_step_timing": strategy.per_step_timing,
-        "losses": losses,
-        "evals": evals,
-        "setup_s": setup_s,
-        "train_time_s": float(np.sum(step_times)),
-        "bytes_by_host": bytes_by_host,
-        "tcp_by_host": tcp_by_host,  # [segments sent, retransmitted, retransmission timeouts]
-        "final_accuracy": evals[-1]["accuracy"] if evals else None,
-        "steps_to_accuracy": reached_at["step"] if reached_at else None,
-        "time_to_accuracy_s": reached_at["train_time_s"] if reached_at else None,
-    }
+    described = strategy.describe()
+    return RankResult(
+        plan=described["plan"], cut_layer=described.get("cut_layer"),
+        timed_steps=timed_steps, step_times=step_times, per_step_timing=strategy.per_step_timing,
+        losses=losses, evals=evals, setup_s=setup_s, train_time_s=float(np.sum(step_times)),
+        bytes_by_host=bytes_by_host, tcp_by_host=tcp_by_host,
+        final_accuracy=evals[-1]["accuracy"] if evals else None,
+        steps_to_accuracy=reached_at["step"] if reached_at else None,
+        time_to_accuracy_s=reached_at["train_time_s"] if reached_at else None)

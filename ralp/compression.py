@@ -16,14 +16,13 @@ wrapped in ``ErrorFeedback``, which carries what was dropped into the next step.
 receiving one, wraps top-k in error feedback, and sends fp16 as ``ScaledFloat16`` (a per-tensor
 scale, so the tiny gradients of a batch-averaged loss do not underflow).
 """
-import math
 from fractions import Fraction
 
 import tensorflow as tf
 
 from bench.errors import UserError
+from ralp.codec_spec import VALID_SPECS, CodecSpec, parse_codec
 
-VALID_SPECS = "none, fp16, int8, topk:<fraction in (0, 1]> (e.g. topk:0.01)"
 FP16_MAX = 65504.0
 
 
@@ -155,9 +154,8 @@ class TopK(Codec):
         self.ratio = float(2 * self.fraction)
 
     def k(self, num_elements):
-        """max(1, ceil(fraction * n)), capped at n (0 for an empty tensor)."""
-        n = int(num_elements)
-        return min(n, max(1, math.ceil(self.fraction * n)))
+        """max(1, ceil(fraction * n)), capped at n (0 for an empty tensor): ralp/codec_spec.py's rule."""
+        return CodecSpec("topk", self.fraction).k(num_elements)
 
     def encode(self, t):
         flat = tf.reshape(tf.cast(t, tf.float32), [-1])
@@ -291,19 +289,10 @@ class Transport:
 
 
 def get_codec(spec):
-    """Codec for ``spec``: none, fp16, int8 or topk:<fraction>; UserError listing valid forms."""
+    """Codec for ``spec`` (parsed by ralp/codec_spec.py, the one parser); UserError listing valid forms."""
     if isinstance(spec, (Codec, ErrorFeedback)):
         return spec
-    text = str(spec).strip().lower()
-    simple = {"none": NoCompression, "fp16": Float16, "int8": Int8}
-    if text in simple:
-        return simple[text]()
-    if text.startswith("topk:"):
-        try:
-            fraction = Fraction(text[5:])
-        except (ValueError, ZeroDivisionError):
-            raise UserError(f"codec {spec!r}: {text[5:]!r} is not a number; valid codecs: {VALID_SPECS}") from None
-        if not 0 < fraction <= 1:
-            raise UserError(f"codec {spec!r}: the fraction must be in (0, 1]; valid codecs: {VALID_SPECS}")
-        return TopK(text[5:])
-    raise UserError(f"unknown codec {spec!r}; valid codecs: {VALID_SPECS}")
+    parsed = parse_codec(spec)
+    if parsed.kind == "topk":
+        return TopK(parsed.text[5:])
+    return {"none": NoCompression, "fp16": Float16, "int8": Int8}[parsed.kind]()

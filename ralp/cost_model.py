@@ -50,15 +50,17 @@ latency. With ``overlap`` communication is perfectly pipelined with compute and 
 links are full duplex, so the step is the busiest resource (a lower bound).
 """
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from bench.errors import UserError
 from ralp.hardware import Hardware
+from ralp.strategy_costs import (  # noqa: F401 (re-exported)
+    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, TRAIN_FLOPS_FACTOR, UPDATE_PASSES, Setting, StepCost,
+    _compute_seconds, parse_compression)
 
-STRATEGIES = ("ps", "horovod", "ralp")
+STRATEGIES = tuple(COST_FUNCTIONS)  # ps, horovod, ralp: one cost function each (ralp/strategy_costs.py)
 PS_PLACEMENTS = ("dedicated", "colocated")  # S PS hosts | one PS task on every worker host
 STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)"}
-TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
 BOTTLENECKS = ("worker compute", "PS compute", "PS link", "worker link")
 
 
@@ -104,94 +106,11 @@ class ModelTiming:
     head_s: Optional[float] = None
 
 
-# Memory-bound passes per element (see module docstring).
-UPDATE_PASSES = 2.0       # m = a*m + g; w -= lr*m
-FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
-
-
-@dataclass
-class _Phase:
-    """One transfer: bytes each worker sends/receives and each PS task sends/receives."""
-    name: str
-    worker_tx: float = 0.0
-    worker_rx: float = 0.0
-    ps_tx: float = 0.0
-    ps_rx: float = 0.0
-    latency_hops: int = 1
-
-
-# ----------------------------------------------------------------------------- compression
-
-def parse_compression(compression: Optional[str]):
-    """None, 'fp16', 'int8' or 'topk:K' (0 < K <= 1) -> (kind, k)."""
-    if compression in (None, "", "none"):
-        return None, None
-    if compression in ("fp16", "int8"):
-        return compression, None
-    if isinstance(compression, str) and compression.startswith("topk:"):
-        try:
-            k = float(compression.split(":", 1)[1])
-        except ValueError:
-            k = -1.0
-        if 0 < k <= 1:
-            return "topk", k
-    raise UserError(f"compression {compression!r} not understood; use none, fp16, int8 or topk:K with 0<K<=1")
-
-
-def _gradient_bytes(values: float, compression) -> float:
-    """Bytes for a gradient of ``values`` floats: fp16 halves, int8 quarters (+ a 4-byte scale),
-    top-k sends k*values (value, index) pairs of 4+4 bytes."""
-    kind, k = compression
-    if values <= 0:
-        return 0.0
-    if kind == "fp16":
-        return 2.0 * values
-    if kind == "int8":
-        return 1.0 * values + 4
-    if kind == "topk":
-        return 8.0 * k * values
-    return 4.0 * values
-
-
-def _activation_bytes(values: float, compression) -> float:
-    """Activations and their gradients: fp16/int8 apply; top-k is for gradients only."""
-    kind, _ = compression
-    return _gradient_bytes(values, compression) if kind in ("fp16", "int8") else 4.0 * values
-
-
-# Elementwise passes per element of the dense tensor (encode, decode), measured with
-# ralp/compression.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
-# varied by ~30%): one pass is a multiply-and-sum over the tensor, ~2.1 ns per element there.
-# Top-k's encode includes its error feedback (add the residual, select, gather, rebuild what
-# was sent, update the residual); its decode fills the dense tensor and scatters into it.
-CODEC_PASSES = {None: (0.0, 0.0), "fp16": (2.0, 0.75), "int8": (1.6, 0.75), "topk": (15.0, 1.5)}
-# One elementwise pass over one element costs as long as this many conv FLOPs (memory-bound
-# vs compute-bound work): 2.1 ns at 37.9 GFLOP/s on the same machine; assumed to carry over
-# to other hardware in proportion to its throughput.
-PASS_FLOPS = 80.0
-
-
-def _codec_seconds(elements: float, compression, side: int, flops: float) -> float:
-    """Time to encode (side 0) or decode (side 1) ``elements`` floats at ``flops`` FLOP/s."""
-    if elements <= 0:
-        return 0.0
-    return elements * CODEC_PASSES[compression[0]][side] * PASS_FLOPS / flops
-
-
-def _activation_codec(compression):
-    """The codec RALP's activations travel through: top-k leaves them fp32 (no work)."""
-    return compression if compression[0] in ("fp16", "int8") else (None, None)
-
-
 # ----------------------------------------------------------------------------- model
 
 def _check_positive(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise UserError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _compute_seconds(flops: float, dense_flops: float, hardware: Hardware) -> float:
-    return (flops - dense_flops) / hardware.worker_conv_flops + dense_flops / hardware.worker_dense_flops
 
 
 def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware:
@@ -211,7 +130,9 @@ def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware
 def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
             cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
             timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated") -> Prediction:
-    """Predict one training step of ``profile`` under ``strategy`` (see module docstring)."""
+    """Predict one training step of ``profile`` under ``strategy`` (see module docstring): the
+    strategy's cost function (ralp/strategy_costs.py) says what moves and what computes,
+    ``_assemble`` turns that into time the same way for every strategy."""
     if ps_placement not in PS_PLACEMENTS:
         raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
     _check_positive("workers", workers)
@@ -220,114 +141,20 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
     comp = parse_compression(compression)
-    W, B, S, P = workers, batch_size, ps, profile.params
     if timing is not None:
         hardware = model_hardware(profile, timing, hardware)
-    train_full = TRAIN_FLOPS_FACTOR * B * _compute_seconds(profile.flops, profile.dense_flops, hardware)
-    if timing is not None and timing.batch_size == B:
+    train_full = TRAIN_FLOPS_FACTOR * batch_size * _compute_seconds(profile.flops, profile.dense_flops, hardware)
+    if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
-    passes = hardware.pass_seconds
-    phases: List[_Phase] = []
-    worker_fwd = worker_bwd = ps_compute = 0.0
-    stages = None
-    on_worker = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.worker_conv_flops)
-    on_ps = lambda elements, codec, side: _codec_seconds(elements, codec, side, hardware.ps_flops)
-    worker_codec = ps_codec = 0.0
-
-    colocated = strategy == "ps" and ps_placement == "colocated"
-    mean_bytes = None
-    if strategy == "ps" and colocated:
-        cut = None
-        worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
-        phases, mean_bytes, largest = _colocated_phases(profile.variable_sizes, W, comp)
-        ps_compute = passes(largest, W + UPDATE_PASSES)  # the largest shard's sums and update
-        worker_codec, ps_codec = on_worker(P, comp, 0), on_ps(largest * W, comp, 1)
-    elif strategy == "ps":
-        cut = None
-        worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
-        push = _gradient_bytes(P, comp)
-        phases = [_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
-                  _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)]
-        ps_compute = passes(P / S, W + UPDATE_PASSES)  # sum W gradients, then the update
-        worker_codec, ps_codec = on_worker(P, comp, 0), on_ps(P * W / S, comp, 1)
-        first = profile.first_dense_cut()
-        if first is not None:  # (share of the parameters, share of the FLOPs) before the FC layers
-            p_conv, _, _, f_conv, _ = profile.split_sizes(first)
-            stages = (p_conv / P, f_conv / max(1, profile.flops))
-    elif strategy == "horovod":
-        cut = None
-        worker_fwd, worker_bwd = train_full / 3, train_full * 2 / 3
-        if W > 1:
-            gathered = comp[0] in ("int8", "topk")  # not summable in a ring: all-gather the payloads
-            if gathered:
-                each_way = (W - 1) * _gradient_bytes(P, comp)
-            else:
-                each_way = 2.0 * (W - 1) / W * _gradient_bytes(P, comp)
-            name = "all-gather compressed gradients" if gathered else "ring all-reduce"
-            phases = [_Phase(name, worker_tx=each_way, worker_rx=each_way, latency_hops=2 * (W - 1))]
-            if not gathered:  # fusion copies and the reduce-scatter's sums
-                worker_bwd += passes(P, FUSION_PASSES + (W - 1) / W)
-            # int8 decodes every rank's payload; top-k scatters them all into one dense buffer
-            decoded = W * P if comp[0] == "int8" else P
-            worker_codec = on_worker(P, comp, 0) + on_worker(decoded, comp, 1)
-        worker_bwd += passes(P, UPDATE_PASSES)  # every rank applies the same update
-    else:  # ralp
-        cut = cut or profile.first_dense_cut()
-        if cut is None:
-            raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
-        p_tower, p_head, floats, f_tower, f_head = profile.split_sizes(cut)
-        head_dense = profile.head_dense_flops(cut)
-        tower_train = TRAIN_FLOPS_FACTOR * B * _compute_seconds(
-            f_tower, profile.dense_flops - head_dense, hardware)
-        measured = timing is not None and timing.cut == cut and timing.batch_size == B and timing.workers == W
-        worker_fwd, worker_bwd = tower_train / 3, tower_train * 2 / 3
-        acts = _activation_bytes(B * floats, comp)
-        push = _gradient_bytes(p_tower, comp)
-        phases = [_Phase("pull tower parameters", worker_rx=4.0 * p_tower, ps_tx=4.0 * p_tower * W / S),
-                  _Phase("send activations", worker_tx=acts, ps_rx=acts * W),
-                  _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W),
-                  _Phase("push tower gradients", worker_tx=push, ps_rx=push * W / S)]
-        head_train = TRAIN_FLOPS_FACTOR * W * B * f_head / hardware.ps_flops
-        if measured:
-            tower_train, head_train = timing.tower_s, timing.head_s
-            worker_fwd, worker_bwd = tower_train / 3, tower_train * 2 / 3
-        ps_update = passes(p_tower / S, W + UPDATE_PASSES) + passes(p_head, UPDATE_PASSES)
-        ps_compute = head_train + ps_update
-        act_comp = _activation_codec(comp)
-        # worker: encode activations and tower gradients, decode activation gradients;
-        # PS task 0: decode W activations, encode W activation gradients, decode tower gradients.
-        worker_codec = (on_worker(B * floats, act_comp, 0) + on_worker(B * floats, act_comp, 1)
-                        + on_worker(p_tower, comp, 0))
-        ps_codec = (on_ps(W * B * floats, act_comp, 1) + on_ps(W * B * floats, act_comp, 0)
-                    + on_ps(W * p_tower / S, comp, 1))
-
-    prediction = _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
-                           worker_codec, ps_codec, stages)
-    if mean_bytes is not None:  # colocated: the mean host's bytes, no PS host
-        prediction = replace(prediction, worker_tx_bytes=mean_bytes[0], worker_rx_bytes=mean_bytes[1],
+    setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
+                      cut if strategy == "ralp" else None, ps_placement)
+    cost = COST_FUNCTIONS[strategy](setting)
+    prediction = _assemble(strategy, cost.cut, workers, batch_size, hardware, cost.phases, cost.worker_fwd,
+                           cost.worker_bwd, cost.ps_compute, overlap, cost.worker_codec, cost.ps_codec, cost.stages)
+    if cost.mean_bytes is not None:  # colocated: the mean host's bytes, no PS host
+        prediction = replace(prediction, worker_tx_bytes=cost.mean_bytes[0], worker_rx_bytes=cost.mean_bytes[1],
                              ps_tx_bytes=0.0, ps_rx_bytes=0.0)
     return prediction
-
-
-def _colocated_phases(sizes, W, comp):
-    """Pull and push phases of sync PS with one PS task on each of W worker hosts.
-
-    Host i holds shard P_i: it pulls the other shards (4(P - P_i)) while serving its own to
-    the W-1 other workers (4(W-1)P_i), then pushes the other shards' gradients while
-    receiving W-1 gradients of its own. Both happen on its one full-duplex link, so each
-    phase lasts as long as the busiest direction of the busiest host: the phase carries
-    the per-direction maxima. Returns (phases, mean (tx, rx) per host, largest shard)."""
-    from ralp.sharding import shard_loads
-
-    shards = shard_loads(sizes, W)
-    P = float(sum(shards))
-    pull = [(4.0 * (W - 1) * p, 4.0 * (P - p)) for p in shards]
-    push = [(_gradient_bytes(P - p, comp), (W - 1) * _gradient_bytes(p, comp)) for p in shards]
-    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull), worker_rx=max(r for _, r in pull)),
-              _Phase("push gradients", worker_tx=max(t for t, _ in push), worker_rx=max(r for _, r in push))]
-    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / W
-    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / W
-    return phases, (mean_tx, mean_rx), max(shards)
 
 
 def _staged_ps_step(durations, stages, fwd, bwd, codec):

@@ -11,9 +11,7 @@ seconds for latency. The number of PS tasks is a run parameter, not hardware.
 """
 import json
 import os
-import platform
 import re
-import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
@@ -101,33 +99,6 @@ def parse_latency(text) -> float:
     return value
 
 
-def _timed_flops(fn, flops_per_call: float, budget_s: float) -> float:
-    fn()  # warm-up: tracing and memory allocation
-    calls, start = 0, time.perf_counter()
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= budget_s:
-            return flops_per_call * calls / elapsed
-
-
-def _measure() -> dict:
-    import tensorflow as tf
-    images = tf.random.normal([8, 56, 56, 64])
-    kernel = tf.random.normal([3, 3, 64, 64])
-    conv_flops = 2 * 3 * 3 * 64 * 64 * 56 * 56 * 8
-    a = tf.random.normal([1024, 1024])
-    matmul_flops = 2 * 1024 ** 3
-    # Each function returns one element so the timing includes the op, not a large copy back.
-    conv = tf.function(lambda: tf.nn.conv2d(images, kernel, 1, "SAME")[0, 0, 0, 0])
-    matmul = tf.function(lambda: tf.linalg.matmul(a, a)[0, 0])
-    return {
-        "worker_conv_flops": _timed_flops(lambda: conv().numpy(), conv_flops, 1.0),
-        "worker_dense_flops": _timed_flops(lambda: matmul().numpy(), matmul_flops, 1.0),
-    }
-
-
 def hardware_from_measurement(data: dict, description: str) -> Hardware:
     """A 'local' Hardware from measured figures (``_measure`` plus an optional ``pass_s``)."""
     return Hardware(
@@ -135,32 +106,6 @@ def hardware_from_measurement(data: dict, description: str) -> Hardware:
         ps_flops=data["worker_dense_flops"], worker_bandwidth=10e9, ps_bandwidth=10e9, latency_s=50e-6,
         is_preset=False, description=description + "; link defaults to 10 Gb/s: set it to what the "
         "(emulated) network provides", pass_s=data.get("pass_s"))
-
-
-def _machine_key() -> str:
-    import tensorflow as tf
-    return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|tf{tf.__version__}"
-
-
-def calibrate(force: bool = False, path: Path = CALIBRATION_PATH) -> Hardware:
-    """Measure this machine (about 3 s) or reuse the cached result for the same machine."""
-    key = _machine_key()
-    cached = None
-    if not force and path.exists():
-        try:
-            cached = json.loads(path.read_text())
-        except (OSError, ValueError):
-            cached = None
-    if not cached or cached.get("machine") != key:
-        cached = dict(_measure(), machine=key, measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cached, indent=2))
-    return Hardware(
-        name="local", worker_conv_flops=cached["worker_conv_flops"],
-        worker_dense_flops=cached["worker_dense_flops"], ps_flops=cached["worker_dense_flops"],
-        worker_bandwidth=10e9, ps_bandwidth=10e9, latency_s=50e-6, is_preset=False,
-        description=f"calibrated on this machine ({cached['measured_at']}, cached in {path}); "
-                    "link defaults to 10 Gb/s: set it to what the (emulated) network provides")
 
 
 def _from_file(path: Path) -> Hardware:
@@ -203,6 +148,8 @@ def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None,
     elif spec in PRESETS:
         hardware = PRESETS[spec]
     elif spec == "local":
+        from ralp.calibrate import calibrate  # TensorFlow, only when this machine is asked for
+
         hardware = calibrate()
     elif spec.endswith(".json") or os.path.sep in spec:
         hardware = _from_file(Path(spec))

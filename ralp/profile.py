@@ -328,10 +328,29 @@ def _count(weights) -> int:
     return int(sum(int(np.prod(w.shape)) for w in weights))
 
 
+def build_recording(build):
+    """(model, elements of each variable in creation order) for ``build()``. A functional
+    model lists its layers in graph order but creates their variables in call order, and
+    greedy sharding (ralp/sharding.py) depends on the order."""
+    import tensorflow as tf
+
+    from ralp.sharding import creation_elements
+
+    sizes: List[int] = []
+
+    def record(next_creator, **kwargs):
+        size = creation_elements(kwargs)
+        if size:
+            sizes.append(size)
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(record):
+        model = build()
+    return model, sizes
+
+
 def profile_built(build) -> ModelProfile:
     """Build a model with ``build()`` and profile it, keeping its variables' creation order."""
-    from ralp.sharding import build_recording
-
     model, sizes = build_recording(build)
     profile = profile_model(model)
     profile.created = sizes

@@ -8,7 +8,7 @@ prices each task's share with it, so predicted and measured bytes per host
 come from the same assignment. One huge FC matrix still lands whole on one
 task: shards are variables, not slices, as in the reference tool.
 """
-from typing import Callable, List, Sequence, Tuple
+from typing import List, Sequence
 
 import numpy as np
 
@@ -36,22 +36,3 @@ def creation_elements(kwargs) -> int:
     if shape is None or None in tuple(shape):
         return 0
     return int(np.prod(tuple(shape)))
-
-
-def build_recording(build: Callable):
-    """(model, elements of each variable in creation order) for ``build()``. A functional
-    model lists its layers in graph order but creates their variables in call order, and
-    greedy sharding depends on the order."""
-    import tensorflow as tf
-
-    sizes: List[int] = []
-
-    def record(next_creator, **kwargs):
-        size = creation_elements(kwargs)
-        if size:
-            sizes.append(size)
-        return next_creator(**kwargs)
-
-    with tf.variable_creator_scope(record):
-        model = build()
-    return model, sizes

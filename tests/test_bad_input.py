@@ -15,7 +15,7 @@ from tests.conftest import our_processes
     (["--ps-placement", "colocated", "--ps", "2"], "drop --ps 2"),
     (["--target-ci", "5"], "--target-ci is a share of the median"),
     (["--steps", "10", "--max-steps", "5", "--target-ci", "0.05"], "--max-steps (5) must be at least --steps (10)"),
-    (["--strategy", "single", "--compression", "int8"], "single trains one process"),
+    (["--strategy", "single", "--compression", "int8"], "single does not support --compression"),
 ])
 def test_bad_run_settings_exit_2_with_one_line_before_any_rank(cli, args, message):
     proc = cli("run", "--cluster", "local", "--no-store", "--quiet", *args, timeout=120)

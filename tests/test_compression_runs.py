@@ -270,7 +270,7 @@ def test_fp16_stays_close_to_uncompressed(strategy, tolerance, initial, uncompre
 def test_compression_auto_takes_the_analyzers_codec():
     """--compression auto: a fixed strategy keeps its strategy and gets the codec the analyzer
     picks for it; --strategy auto gets the analyzer's joint pick."""
-    from bench.planning import hardware_for, model_profile, resolve
+    from bench.planning import Resolved, hardware_for, model_profile, resolve
     from ralp.analyzer import analyze
 
     for strategy in ("ps", "horovod", "ralp", "auto"):
@@ -280,12 +280,12 @@ def test_compression_auto_takes_the_analyzers_codec():
                        strategies=[strategy] if strategy != "auto" else ("ps", "horovod", "ralp"),
                        compression="auto")
         got = resolve(cfg)
-        assert got["strategy"] == plan.strategy == (strategy if strategy != "auto" else got["strategy"])
-        assert got["compression"] == (plan.compression or "none")
-        assert got["compression"] != "none"  # 100 Mbit/s links: bytes dominate, a codec pays
-        assert (got["cut"] is not None) == (got["strategy"] == "ralp")
+        assert got.strategy == plan.strategy == (strategy if strategy != "auto" else got.strategy)
+        assert got.compression == (plan.compression or "none")
+        assert got.compression != "none"  # 100 Mbit/s links: bytes dominate, a codec pays
+        assert (got.cut is not None) == (got.strategy == "ralp")
     fixed = resolve(RunConfig(model="alexnet_cifar", strategy="ps", compression="int8").validate())
-    assert fixed == {"strategy": "ps", "cut": None, "compression": "int8", "reason": None}
+    assert fixed == Resolved("ps", None, "int8")
 
 
 def test_ps_async_refuses_compression():
@@ -309,7 +309,7 @@ def emulated_rows():
     ok, why = _emulation_available()
     if not ok:
         pytest.skip(f"emulated cluster unavailable: {why}")
-    from bench.launch.emulated_hosts import EmulatedLauncher
+    from bench.launch.emulated_launcher import EmulatedLauncher
 
     rows = {}
     with EmulatedLauncher(2, 1, 1e9) as launcher:

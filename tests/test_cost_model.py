@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 
 from bench.errors import UserError  # noqa: E402
 from ralp.cost_model import predict  # noqa: E402
-from ralp.hardware import PRESETS, Hardware, calibrate, load_hardware, parse_bandwidth, parse_latency  # noqa: E402
+from ralp.calibrate import calibrate  # noqa: E402
+from ralp.hardware import PRESETS, Hardware, load_hardware, parse_bandwidth, parse_latency  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
 
 MB = 1e6

@@ -67,6 +67,29 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
         assert row["cut_layer"] == "flatten"
 
 
+def test_a_new_strategy_is_one_module_and_one_spec_entry(reference, tmp_path, monkeypatch):
+    """tests/demo_strategy.py + the register() call in tests/demo_strategy_spec.py, nothing else:
+    it validates, launches in the TF layout, trains to the same weights as SGD, and gets a row."""
+    import importlib
+
+    from bench.strategy_specs import SPECS
+
+    monkeypatch.setenv("RALP_STRATEGY_MODULES", "tests.demo_strategy_spec")  # for the ranks
+    importlib.reload(importlib.import_module("tests.demo_strategy_spec"))  # for this process
+    dump = str(tmp_path / "weights.npz")
+    try:
+        cfg = RunConfig(model=MODEL, strategy="ps-reduce0", workers=2, batch_size=BATCH, steps=STEPS,
+                        warmup_steps=WARMUP, learning_rate=LR, dataset="mnist", dump_weights=dump).validate()
+        row = run_one(cfg, LocalLauncher())
+    finally:
+        SPECS.pop("ps-reduce0", None)
+    assert row["status"] == "ok", row["failure"]
+    assert row["plan"] == "ps-reduce0" and row["images_per_sec"] > 0
+    got = np.load(dump)
+    for ours, ref in zip([got[f"arr_{i}"] for i in range(len(got.files))], reference):
+        assert np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-12) <= 1e-4
+
+
 def test_killed_worker_ends_run_with_named_rank(tmp_path):
     proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
                      "--batch-size", "8", "--steps", "100000", "--step-timeout", "60", "--quiet",

@@ -17,7 +17,7 @@ import pytest
 
 from bench.errors import UserError
 from bench.launch import netns as nx
-from bench.launch.emulated import (STATE_DIR, EmulatedCluster, cluster_namespaces, destroy_cluster,
+from bench.launch.emulated_cluster import (STATE_DIR, EmulatedCluster, cluster_namespaces, destroy_cluster,
                                    find_stale, read_states)
 from bench.launch.nic import nic_counters
 
@@ -232,7 +232,7 @@ def test_failed_bring_up_leaves_nothing():
 
 HOLDER = textwrap.dedent("""
     import subprocess, sys, time
-    from bench.launch.emulated import EmulatedCluster
+    from bench.launch.emulated_cluster import EmulatedCluster
     name, mode = sys.argv[1], sys.argv[2]
     c = EmulatedCluster(2, 1e9, name=name)
     if mode == "plain":

@@ -27,7 +27,7 @@ def _our_namespaces():
 
 @pytest.fixture(scope="module")
 def four_worker_rows():
-    from bench.launch.emulated_hosts import EmulatedLauncher
+    from bench.launch.emulated_launcher import EmulatedLauncher
 
     rows = {}
     with EmulatedLauncher(4, 1, 1e9) as launcher:

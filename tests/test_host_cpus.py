@@ -16,7 +16,7 @@ from bench.errors import UserError
 from bench.launch import cgroups as cg
 from bench.launch import link_probe
 from bench.launch import netns as nx
-from bench.launch.emulated import EmulatedCluster, cluster_namespaces, destroy_cluster, read_states
+from bench.launch.emulated_cluster import EmulatedCluster, cluster_namespaces, destroy_cluster, read_states
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -89,7 +89,7 @@ def test_cpus_per_host_zero_means_no_cap_and_bad_values_are_refused():
 
 
 def test_groups_of_a_sigkilled_owner_are_removed_at_the_next_bring_up():
-    code = ("import time; from bench.launch.emulated import EmulatedCluster; "
+    code = ("import time; from bench.launch.emulated_cluster import EmulatedCluster; "
             "c = EmulatedCluster(2, 100e6, name='rtestqk', cpus_per_host=0.5).up(); print('up', flush=True); "
             "time.sleep(60)")
     owner = subprocess.Popen([PY, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)

@@ -58,7 +58,7 @@ def test_single_reference_is_one_rank_on_the_first_worker_host():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(ps_placement="colocated", ps=2), "drop --ps 2"),
     (dict(ps_placement="sideways"), "--ps-placement must be one of dedicated, colocated"),
-    (dict(strategy="single", compression="fp16"), "single trains one process"),
+    (dict(strategy="single", compression="fp16"), "single does not support --compression"),
 ])
 def test_bad_layouts_are_refused(kwargs, message):
     with pytest.raises(UserError, match=message):

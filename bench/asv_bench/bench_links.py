@@ -16,7 +16,7 @@ LINKS = PROFILE.get("links", {"rates": ["48mbit", "1gbit"], "worker_hosts": [2]}
 
 def measure_links(links):
     from bench.launch import link_probe
-    from bench.launch.emulated import EmulatedCluster
+    from bench.launch.emulated_cluster import EmulatedCluster
     from bench.launch.netns import can_emulate
     from ralp.hardware import parse_bandwidth
 

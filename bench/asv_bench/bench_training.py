@@ -70,7 +70,7 @@ def _launcher(profile, cluster: str, workers: int):
         from bench.launch.local import LocalLauncher
 
         return _NoCluster(LocalLauncher())
-    from bench.launch.emulated_hosts import EmulatedLauncher
+    from bench.launch.emulated_launcher import EmulatedLauncher
     from ralp.hardware import parse_bandwidth
 
     return EmulatedLauncher(workers, 1, parse_bandwidth(profile.get("bandwidth", "1gbit")), name=ASV_CLUSTER_NAME)

@@ -9,7 +9,7 @@ import re
 
 from bench.errors import UserError
 from bench.launch import netns as nx
-from bench.launch.emulated import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
+from bench.launch.emulated_cluster import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
                                    find_stale, owner_alive, read_states)
 from ralp.hardware import format_bandwidth, parse_bandwidth, parse_latency  # one parser for the whole suite
 

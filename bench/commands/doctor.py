@@ -81,7 +81,7 @@ def _cgroups():
 
 def _links():
     """A 3-host emulated cluster at 100 Mbit/s: one flow and both ways as % of line rate."""
-    from bench.launch.emulated import EmulatedCluster
+    from bench.launch.emulated_cluster import EmulatedCluster
     from bench.launch.link_probe import measure_pattern
     from bench.launch.netns import can_emulate
 

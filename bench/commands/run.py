@@ -56,11 +56,13 @@ def configs_from_args(args):
 
 def apply_cluster(cfg, launcher, bandwidth):
     """What the analyzer must assume for ``cfg`` on this cluster: its link rates, latency and
-    per-host CPU quota (the emulated cluster's own; elsewhere --bandwidth and the hardware's)."""
+    per-host CPU quota. An emulated cluster's links are built once (the launcher's, scaled or
+    not) and are what the cost model and the row read; elsewhere --bandwidth (``bandwidth``)
+    and the hardware's."""
     fields = launcher.cluster_fields()
-    cfg.bandwidth = bandwidth
-    cfg.cpus_per_host = fields.get("cpus_per_host")
     emulated = fields.get("cluster_mode") == "emulated"
+    cfg.bandwidth = f"{fields['link_bps']:.0f}" if emulated else bandwidth
+    cfg.cpus_per_host = fields.get("cpus_per_host")
     cfg.latency = f"{fields['latency_s']:g}" if emulated else None
     ps_link = fields.get("ps_link_bps")
     cfg.ps_bandwidth = f"{ps_link:.0f}" if emulated and ps_link and ps_link != fields.get("link_bps") else None
@@ -88,10 +90,10 @@ def make_launcher(args, workers: int, ps: int):
 
         return HostsLauncher(args.hostfile, args.network,
                              parse_bandwidth(args.bandwidth) if args.bandwidth else None)
-    from bench.launch.emulated_hosts import EmulatedLauncher
+    from bench.launch.emulated_launcher import EmulatedLauncher
     from bench.scaling import scaled_link
 
-    from bench.launch.emulated import default_cpus_per_host
+    from bench.launch.emulated_cluster import default_cpus_per_host
 
     cpus = getattr(args, "cpus_per_host", None)
     cpus = default_cpus_per_host(ps + workers) if cpus is None else float(cpus)
@@ -100,7 +102,6 @@ def make_launcher(args, workers: int, ps: int):
     if args.scale_to:
         bandwidth, scaled_to = scaled_link(args.scale_to, workers, cpus), args.scale_to
     ps_bw = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
-    args.bandwidth = f"{bandwidth:.0f}"  # the analyzer's predictions use the emulated rate
     return EmulatedLauncher(workers, ps, bandwidth, parse_latency(args.latency), ps_bw, scaled_to,
                             cpus_per_host=cpus, link_check=not getattr(args, "no_link_check", False))
 

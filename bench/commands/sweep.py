@@ -110,11 +110,8 @@ def predicted_step_s(cfg):
     from bench.planning import predict, resolve
 
     try:
-        if cfg.strategy == "single":  # one worker alone: Horovod's formula with nothing to reduce
-            return predict(replace(cfg, workers=1), "horovod", None).step_time_s
         plan = resolve(cfg)
-        strategy = "ps" if plan["strategy"] == "ps-async" else plan["strategy"]
-        prediction = predict(replace(cfg, compression=plan["compression"]), strategy, plan["cut"])
+        prediction = predict(replace(cfg, compression=plan.compression), plan.strategy, plan.cut)
         return prediction.step_time_s if prediction else None
     except Exception:  # an estimate only: the run itself reports what fails
         return None

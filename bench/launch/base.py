@@ -1,7 +1,7 @@
 """Launchers behind one interface, and the one place that runs mpirun.
 
 As Horovod's runner keeps mpi_run/gloo_run behind launch, a ``Launcher``
-(local.py: this machine; emulated_hosts.py: network namespaces with shaped
+(local.py: this machine; emulated_launcher.py: network namespaces with shaped
 links; hosts.py: a real cluster from a hostfile) only decides WHERE ranks go
 and WHICH mpirun options that needs. ``run_mpirun`` is shared: it streams
 progress, enforces a deadline, names the rank and role that died, and always
@@ -130,7 +130,7 @@ class LaunchStalled(RunFailed):
 # A backstop, not the detector: every rank reports its first phase ~0.3 s after it starts
 # (before TensorFlow is imported), which on a host capped at a fraction of a core with a cold
 # page cache can take tens of seconds, so the limit is generous. A daemon that dies is no
-# longer waited for: launchers keep Open MPI's daemons attached (emulated.py, mpirun_args),
+# longer waited for: launchers keep Open MPI's daemons attached (emulated_cluster.py, mpirun_args),
 # so mpirun sees it exit and fails the run at once with the daemon's own error. Measured
 # cause of the old stalls: daemonized orteds lost on the way (5 of 65 launches on 4 hosts),
 # which left mpirun waiting forever; none in 100 attached launches.

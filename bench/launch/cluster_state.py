@@ -1,4 +1,4 @@
-"""Which emulated clusters exist, who owns them, and removing them: the lifecycle half of emulated.py.
+"""Which emulated clusters exist, who owns them, and removing them: the lifecycle half of emulated_cluster.py.
 
 A cluster writes its state file (``/run/ralp-bench/<name>.json``: owner pid and
 start time, namespaces, hosts with their CPU groups) before it creates anything

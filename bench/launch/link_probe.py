@@ -9,23 +9,19 @@ on is measured as a share of what the shaped links allow:
 - ``all-reduce``: Horovod's own all-reduce of a model-sized buffer over the
   worker hosts (mpirun, as runs launch it); line time 2(N-1)/N * bytes / rate.
 
-The raw-TCP patterns run ``python -m bench.launch.link_probe serve|send``
+The raw-TCP patterns run ``python -m bench.link_probe_rank serve|send``
 inside the hosts' namespaces and CPU groups; the receiver times first byte
 to last byte. Efficiency = line-rate time / measured time (1.0 = line rate
 after Ethernet/IP/TCP framing, which is why ``GOODPUT`` scales the rate).
 """
 import json
-import socket
-import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import List, Optional
 
 GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
 PORT = 47_011
-CHUNK = 1 << 20
 
 
 @dataclass
@@ -41,92 +37,10 @@ class PatternResult:
         return self.line_seconds / self.seconds if self.seconds > 0 else 0.0
 
 
-# ---- the probe processes (run inside a host) -----------------------------------
-
-def _serve(port: int, senders: int, expect: int):
-    """Accept ``senders`` connections, read ``expect`` bytes from each; print first/last byte times."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("0.0.0.0", port))
-    srv.listen(senders)
-    print("ready", flush=True)
-    conns = [srv.accept()[0] for _ in range(senders)]
-    import selectors
-
-    sel = selectors.DefaultSelector()
-    left = {}
-    for c in conns:
-        sel.register(c, selectors.EVENT_READ)
-        left[c] = expect
-    buf = bytearray(CHUNK)
-    first = last = None
-    while any(left.values()):
-        for key, _ in sel.select():
-            n = key.fileobj.recv_into(buf)
-            now = time.perf_counter()
-            first = first or now
-            last = now
-            left[key.fileobj] -= n
-            if n == 0 or left[key.fileobj] <= 0:
-                sel.unregister(key.fileobj)
-                left[key.fileobj] = 0
-    print(json.dumps({"seconds": last - first}), flush=True)
-
-
-def _send(ip: str, port: int, total: int):
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            s = socket.create_connection((ip, port), timeout=10)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    payload = b"\0" * CHUNK
-    sent = 0
-    while sent < total:
-        sent += s.send(payload[:min(CHUNK, total - sent)])
-    s.shutdown(socket.SHUT_WR)
-    s.recv(1)
-    s.close()
-
-
-def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None):
-    """Horovod's all-reduce of ``floats`` fp32 values inside a tf.function, as a training step
-    runs it, started the way runs start Horovod (bench/hvd_init.py)."""
-    from mpi4py import MPI
-
-    from bench.hvd_init import init_horovod
-    from bench.tf_cluster import rendezvous
-    from bench.roles import Role
-
-    comm = MPI.COMM_WORLD
-    info = rendezvous(comm, [Role("worker", r) for r in range(comm.Get_size())], network)
-    hvd = init_horovod(comm, list(range(comm.Get_size())), info.addresses, ops)
-    import tensorflow as tf
-
-    buf = tf.ones([floats], tf.float32)
-
-    @tf.function
-    def reduce(x):
-        return hvd.allreduce(x, op=hvd.Sum, name="probe")
-
-    reduce(buf).numpy()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        reduce(buf)[0].numpy()
-        times.append(time.perf_counter() - t0)
-    if hvd.rank() == 0:
-        print(json.dumps({"seconds": statistics.median(times), "all": times}), flush=True)
-    hvd.shutdown()
-
-
 # ---- driving the patterns from outside ------------------------------------------------
 
 def _probe_argv(*args):
-    return [sys.executable, "-m", "bench.launch.link_probe", *map(str, args)]
+    return [sys.executable, "-m", "bench.link_probe_rank", *map(str, args)]
 
 
 def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
@@ -210,20 +124,3 @@ def measure_pattern(cluster, pattern: str, seconds: float = 1.0, floats: Optiona
 def measure(cluster, seconds: float = 1.0, patterns=PATTERNS, **kwargs) -> List[PatternResult]:
     """``measure_pattern`` for each of ``patterns`` (the all-reduce only with >= 2 worker hosts)."""
     return [measure_pattern(cluster, p, seconds, **kwargs) for p in patterns]
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    what = argv[0]
-    if what == "serve":
-        _serve(int(argv[1]), int(argv[2]), int(argv[3]))
-    elif what == "send":
-        _send(argv[1], int(argv[2]), int(argv[3]))
-    elif what == "allreduce":
-        _allreduce(int(argv[1]), int(argv[2]), argv[3], argv[4])
-    else:
-        raise SystemExit(f"usage: python -m bench.launch.link_probe serve|send|allreduce ...; got {what!r}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Thin wrappers around `ip` and `tc` for the emulated cluster.
 
-Why a separate module: ``emulated.py`` decides *what* a cluster looks like
+Why a separate module: ``emulated_cluster.py`` decides *what* a cluster looks like
 (hosts, addresses, rates, state); this module only knows *how* to ask the
 kernel for namespaces, veths and qdiscs, how to find and stop processes inside
 a namespace, and how to probe whether this machine can do any of it. Every

@@ -9,7 +9,6 @@ All models output logits (no softmax layer), so every strategy uses the same
 ``from_logits`` loss.
 """
 from dataclasses import dataclass
-import importlib
 from typing import Tuple
 
 from bench.errors import UserError
@@ -58,16 +57,3 @@ def get_spec(name: str) -> ModelSpec:
         return MODELS[name]
     except KeyError:
         raise UserError(f"unknown model {name!r}; valid models: {', '.join(MODELS)}") from None
-
-
-def get_model(name: str, seed: int = None, num_classes: int = None):
-    """Build a fresh model. With ``seed`` the initial weights are reproducible
-    across processes, which is what lets every strategy start from the same point."""
-    import tensorflow as tf
-
-    spec = get_spec(name)
-    if seed is not None:
-        tf.keras.utils.set_random_seed(seed)
-    module, function = spec.builder.split(":")
-    builder = getattr(importlib.import_module(module), function)
-    return builder(spec.input_shape, num_classes or spec.num_classes)

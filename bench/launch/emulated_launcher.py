@@ -1,4 +1,4 @@
-"""Ranks in network namespaces with shaped links (bench/launch/emulated.py builds them).
+"""Ranks in network namespaces with shaped links (bench/launch/emulated_cluster.py builds them).
 
 One emulated host per PS task and per worker: hosts 0..S-1 carry the PS tasks
 (the chief beside PS 0), hosts S..S+W-1 one worker each, so every byte a
@@ -9,7 +9,7 @@ import sys
 from typing import Dict, Optional
 
 from bench.launch.base import LaunchSpec, Launcher, place_ranks
-from bench.launch.emulated import EmulatedCluster
+from bench.launch.emulated_cluster import EmulatedCluster
 
 
 class EmulatedLauncher(Launcher):

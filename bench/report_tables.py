@@ -1,0 +1,260 @@
+"""The report's tables, each from the one summary (bench/report_summary.py): throughput with
+intervals and speedups, scaling efficiency, measured against predicted, auto's picks,
+accuracy, transport health and failures."""
+import numpy as np
+import pandas as pd
+
+from bench.report_format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
+                                 fmt_seconds, one_line)
+from bench.report_summary import PS_LAYOUTS, strategy_rank
+from bench.results import is_missing
+
+LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
+RETRANSMIT_LIMIT = 0.01       # above this share of TCP segments resent, likewise
+STEAL_LIMIT = 0.05            # above this share of the VM's CPU taken by its hypervisor, likewise
+
+
+def key_cells(row, keys):
+    return [str(row["model"]), fmt_key("workers", row["workers"])] + [fmt_key(k, row[k]) for k in keys]
+
+
+def key_headers(keys):
+    return ["model", "workers"] + keys
+
+
+def _strategies(summary):
+    return sorted(summary["strategy"].dropna().unique(), key=strategy_rank)
+
+
+def _groups(summary, keys):
+    return summary.groupby(["model", "workers", *keys], dropna=False, sort=False)
+
+
+def throughput_table(summary, keys):
+    """Rows model x workers (x varying config), columns strategies: images/sec and speedups."""
+    strategies = _strategies(summary)
+    rows = []
+    for _, group in _groups(summary, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
+        baselines = _baselines(by_strategy)
+        cells = []
+        for strategy in strategies:
+            row = by_strategy.get(strategy)
+            if row is None:
+                cells.append("—")
+            elif row["status"] != "ok":
+                cells.append("failed: " + one_line(row["failure"], 60))
+            else:
+                cells.append(_throughput_cell(row, baselines))
+        rows.append(key_cells(group.iloc[0], keys) + cells)
+    notes = ["Cells: images/sec over all workers (median over repeats); where rows kept their step times, "
+             "the median over timed steps [95% bootstrap interval] ±jitter (tf_cnn_benchmarks' MAD-based "
+             "spread). In brackets the speedup over the best measured sync-PS layout (`ps`: dedicated PS host; "
+             "`ps-colocated`: a PS task on every worker host; named) and over `horovod` in the same row (ratio "
+             "of median step times); '≈ ps' marks no significant difference (the speedup's 95% interval "
+             "holds 1.0). `auto` shows the plan it ran; `single` is one process alone (one batch per step)."]
+    return Table("Throughput and speedup", key_headers(keys) + strategies, rows, notes)
+
+
+def _baselines(by_strategy):
+    """What speedups are taken over: the faster sync-PS layout measured in this row, and Horovod."""
+    ok = {name: r for name, r in by_strategy.items()
+          if r["status"] == "ok" and not is_missing(r["images_per_sec"])}
+    layouts = [name for name in PS_LAYOUTS if name in ok]
+    chosen = [max(layouts, key=lambda name: ok[name]["images_per_sec"])] if layouts else []
+    return {name: ok[name] for name in chosen + ["horovod"] if name in ok}
+
+
+def scaling_table(summary, keys):
+    """images/sec at W workers over W x the one-process reference (``single``), per strategy."""
+    strategies = [s for s in _strategies(summary) if s != "single"]
+    # One process moves no bytes: its measurement serves every link setting of the same model,
+    # worker count (the cluster's size) and CPU quota.
+    alone = {_compute_key(r): r for _, r in summary.iterrows()
+             if r["strategy"] == "single" and r["status"] == "ok" and not is_missing(r["images_per_sec"])
+             and r["images_per_sec"] > 0}
+    rows = []
+    for _, group in _groups(summary, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows() if r["status"] == "ok"}
+        single = by_strategy.get("single")
+        if single is None:
+            single = alone.get(_compute_key(group.iloc[0]))
+        if single is None or is_missing(single["images_per_sec"]) or not single["images_per_sec"] > 0:
+            continue
+        workers = int(group.iloc[0]["workers"])
+        cells = []
+        for strategy in strategies:
+            row = by_strategy.get(strategy)
+            rate = None if row is None else row["images_per_sec"]
+            cells.append("—" if is_missing(rate) else f"{rate / (workers * single['images_per_sec']):.0%}")
+        rows.append(key_cells(group.iloc[0], keys) + [fmt_rate(single["images_per_sec"])] + cells)
+    if not rows:
+        return None
+    return Table("Scaling efficiency", key_headers(keys) + ["single img/s"] + strategies, rows,
+                 ["images/sec at W workers / (W × images/sec of one process alone): the same model, batch and "
+                  "data, on one host of the same cluster (so under the same CPU quota), with no communication "
+                  "(so one measurement serves every link setting). 100% is linear scaling."])
+
+
+def _compute_key(row):
+    """What one process's speed depends on: the model, its batch, and the host's CPU quota."""
+    return tuple(str(row.get(k)) for k in ("model", "workers", "batch_size", "cpus_per_host", "cluster_mode"))
+
+
+def _steps_of(row):
+    steps = row.get("step_times")
+    return steps if isinstance(steps, (list, tuple)) and len(steps) else None
+
+
+def _throughput_cell(row, baselines):
+    """'128 [121–134] ±4 (1.6× ps, ≈ horovod)': median images/sec with its 95% bootstrap interval and
+    jitter when the row kept its step times, then speedups; one whose interval holds 1.0 is '≈'."""
+    from bench.stats import rate_summary, speedup_ci
+
+    rate = row["images_per_sec"]
+    steps = _steps_of(row)
+    if row["strategy"] == "single":  # one batch per step: step-time ratios are not speedups
+        baselines = {}
+    text = fmt_rate(rate)
+    if steps and len(steps) >= 3 and not is_missing(rate):
+        images_per_step = rate * float(np.mean(steps))  # images/sec is images over the timed steps' time
+        s = rate_summary(steps, images_per_step)
+        text = f"{fmt_rate(s['median'])} [{fmt_rate(s['low'])}–{fmt_rate(s['high'])}] ±{fmt_rate(s['jitter'])}"
+    if row["strategy"] == "auto" and row.get("plan"):
+        text += f" [ran {row['plan']}]"
+    speedups = []
+    for name, base in baselines.items():
+        if name == row["strategy"] or is_missing(rate) or is_missing(base["images_per_sec"]) or not base[
+                "images_per_sec"] > 0:
+            continue
+        base_steps = _steps_of(base)
+        if steps and base_steps and len(steps) >= 3 and len(base_steps) >= 3:
+            ratio, low, high = speedup_ci(base_steps, steps)
+            speedups.append(f"{ratio:.2f}× {name}" if not (low <= 1.0 <= high) else f"≈ {name}")
+        else:
+            speedups.append(f"{rate / base['images_per_sec']:.2f}× {name}")
+    return text + (f" ({', '.join(speedups)})" if speedups else "")
+
+
+def prediction_table(summary, keys):
+    """Measured beside predicted: bytes per step (worker, PS host) and step time, flagged >10%."""
+    triples = [("worker bytes/step", "bytes_worker_measured", "bytes_worker_predicted", fmt_bytes),
+               ("PS bytes/step", "bytes_ps_measured", "bytes_ps_predicted", fmt_bytes),
+               ("step time", "step_time_median_s", "predicted_step_time_s", fmt_seconds)]
+    ok = summary[summary["status"] == "ok"]
+    triples = [t for t in triples if ok[[t[1], t[2]]].notna().any().any()]
+    if not triples:
+        return None
+    headers = key_headers(keys) + ["strategy"]
+    for label, *_ in triples:
+        headers += [f"{label} measured", "predicted", "error"]
+    rows = []
+    for _, row in ok.iterrows():
+        if not any(not is_missing(row[c]) for _, m, p, _f in triples for c in (m, p)):
+            continue
+        cells = key_cells(row, keys) + [row["strategy"]]
+        for _, measured, predicted, fmt in triples:
+            cells += [fmt(row[measured]), fmt(row[predicted]),
+                      fmt_discrepancy(row[measured], row[predicted])]
+        rows.append(cells)
+    notes = ["Bytes are per step, sent + received, per worker host (average) and per PS host; "
+             "1 MB = 10^6 bytes. error = (measured − predicted) / predicted; "
+             f"⚠ marks errors beyond {DISCREPANCY_LIMIT:.0%}."]
+    return Table("Measured against predicted", headers, rows, notes)
+
+
+AUTO_TOLERANCE = 0.05  # auto "picked well" when its plan is within this of the measured best
+
+
+def auto_table(summary, keys):
+    """Did ``auto`` run the plan that measured fastest? One row per group that has auto and others."""
+    rows, hits = [], 0
+    for _, group in _groups(summary, keys):
+        ok = {r["strategy"]: r for _, r in group.iterrows() if r["status"] == "ok"}
+        others = {s: r for s, r in ok.items() if s != "auto" and not is_missing(r["images_per_sec"])}
+        if "auto" not in ok or not others:
+            continue
+        best = max(others, key=lambda s: others[s]["images_per_sec"])
+        ran = str(ok["auto"].get("plan") or "?").split("+")[0]
+        ran_rate = others[ran]["images_per_sec"] if ran in others else ok["auto"]["images_per_sec"]
+        share = ran_rate / others[best]["images_per_sec"]
+        good = ran == best or share >= 1 - AUTO_TOLERANCE
+        hits += good
+        verdict = "best" if ran == best else (f"within {1 - share:.0%}" if good else f"{1 - share:.0%} slower ⚠")
+        rows.append(key_cells(group.iloc[0], keys) + [ran, best, verdict])
+    if not rows:
+        return None
+    return Table("Does auto pick the measured best?", key_headers(keys) + ["auto ran", "measured best", "verdict"],
+                 rows, [f"auto ran the measured-best plan, or one within {AUTO_TOLERANCE:.0%} of it, in {hits} of "
+                        f"{len(rows)} cells (the plan's own row measures it, so noise between runs does not count)."])
+
+
+def accuracy_table(summary, keys):
+    """Final accuracy and time-to-accuracy per strategy, when any row has them."""
+    columns = ["accuracy", "time_to_accuracy_s", "final_loss"]
+    if not summary[columns].notna().any().any():
+        return None
+    strategies = _strategies(summary)
+    rows = []
+    for _, group in _groups(summary, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
+        cells = []
+        for strategy in strategies:
+            row = by_strategy.get(strategy)
+            cells.append("—" if row is None else
+                         "failed" if row["status"] != "ok" else _accuracy_cell(row))
+        rows.append(key_cells(group.iloc[0], keys) + cells)
+    notes = ["Cells: final accuracy; time (and steps) to reach the target accuracy; final loss."]
+    return Table("Accuracy", key_headers(keys) + strategies, rows, notes)
+
+
+def _accuracy_cell(row):
+    parts = []
+    if not is_missing(row["accuracy"]):
+        parts.append(f"acc {row['accuracy']:.3f}")
+    if not is_missing(row["time_to_accuracy_s"]):
+        target = "" if is_missing(row["target_accuracy"]) else f" to {row['target_accuracy']:.3g}"
+        steps = "" if is_missing(row["steps_to_accuracy"]) else f", {row['steps_to_accuracy']:,.0f} steps"
+        parts.append(f"{row['time_to_accuracy_s']:.3g} s{target}{steps}")
+    if not is_missing(row["final_loss"]):
+        parts.append(f"loss {row['final_loss']:.3g}")
+    return " · ".join(parts) or "—"
+
+
+def failure_table(summary, keys):
+    failed = summary[summary["status"] == "failed"]
+    if failed.empty:
+        return None
+    rows = [key_cells(r, keys) + [r["strategy"], one_line(r["failure"], 300)]
+            for _, r in failed.iterrows()]
+    return Table("Failures", key_headers(keys) + ["strategy", "reason"], rows)
+
+
+def health_table(summary, keys):
+    """Rows whose transport was unhealthy: the strategy's traffic pattern below
+    LINK_EFFICIENCY_LIMIT of line rate, or more than RETRANSMIT_LIMIT of TCP segments resent."""
+    link = summary.get("link_efficiency", pd.Series(dtype=float))
+    resent = summary.get("tcp_retransmit_max", pd.Series(dtype=float))
+    steal = summary.get("cpu_steal", pd.Series(dtype=float))
+    low = summary[(link.notna() & (link < LINK_EFFICIENCY_LIMIT)) | (resent.notna() & (resent > RETRANSMIT_LIMIT))
+                  | (steal.notna() & (steal > STEAL_LIMIT))]
+    if low.empty:
+        return None
+
+    def flagged(value, bad):
+        return "—" if is_missing(value) else f"{value:.{1 if value < 0.1 else 0}%}" + (" ⚠" if bad(value) else "")
+
+    rows = [key_cells(r, keys) + [r["strategy"], r.get("link_pattern") or "—",
+                                   flagged(r.get("link_efficiency"), lambda v: v < LINK_EFFICIENCY_LIMIT),
+                                   flagged(r.get("tcp_retransmit_max"), lambda v: v > RETRANSMIT_LIMIT),
+                                   "—" if is_missing(r.get("tcp_timeouts")) else str(int(r["tcp_timeouts"])),
+                                   flagged(r.get("cpu_steal"), lambda v: v > STEAL_LIMIT)]
+            for _, r in low.iterrows()]
+    return Table("Transport health", key_headers(keys) + ["strategy", "pattern", "share of line rate",
+                                                           "TCP segments resent (busiest host)", "timeouts",
+                                                           "CPU stolen by the hypervisor"], rows,
+                 [f"Rows whose strategy's traffic pattern reached less than {LINK_EFFICIENCY_LIMIT:.0%} of the "
+                  f"links' rate (bench/launch/link_probe.py), or whose busiest host resent more than "
+                  f"{RETRANSMIT_LIMIT:.0%} of its TCP segments over the timed steps, or whose machine lost more "
+                  f"than {STEAL_LIMIT:.0%} of its CPU time to other guests of its hypervisor during the run: their "
+                  "times partly measure the transport or the neighbours, not the strategy."])

@@ -1,0 +1,235 @@
+"""One cost function per strategy: which bytes cross which link, and what each side computes.
+
+Each function reads the same ``Setting`` (model profile, W workers, B images, S PS tasks,
+codec, hardware, the model's measured step) and returns a ``StepCost``: the transfer phases
+and the compute of a step. ralp/cost_model.py turns a StepCost into a predicted step time
+(``_assemble``) the same way for every strategy, so a new strategy is one new function here
+and one entry in ``COST_FUNCTIONS``. The formulas are in ralp/cost_model.py's docstring.
+"""
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from bench.errors import UserError
+from ralp.codec_spec import parse_codec
+from ralp.hardware import Hardware
+
+TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
+# Memory-bound passes per element (see module docstring).
+UPDATE_PASSES = 2.0       # m = a*m + g; w -= lr*m
+FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
+
+
+@dataclass
+class _Phase:
+    """One transfer: bytes each worker sends/receives and each PS task sends/receives."""
+    name: str
+    worker_tx: float = 0.0
+    worker_rx: float = 0.0
+    ps_tx: float = 0.0
+    ps_rx: float = 0.0
+    latency_hops: int = 1
+
+
+def parse_compression(compression: Optional[str]):
+    """None or a codec spec (ralp/codec_spec.py) -> (kind or None, top-k fraction or None)."""
+    spec = parse_codec(compression)
+    if spec.kind == "none":
+        return None, None
+    return spec.kind, (float(spec.fraction) if spec.fraction is not None else None)
+
+
+def _gradient_bytes(values: float, compression) -> float:
+    """Bytes for a gradient of ``values`` floats: fp16 halves, int8 quarters (+ a 4-byte scale),
+    top-k sends k*values (value, index) pairs of 4+4 bytes."""
+    kind, k = compression
+    if values <= 0:
+        return 0.0
+    if kind == "fp16":
+        return 2.0 * values
+    if kind == "int8":
+        return 1.0 * values + 4
+    if kind == "topk":
+        return 8.0 * k * values
+    return 4.0 * values
+
+
+def _activation_bytes(values: float, compression) -> float:
+    """Activations and their gradients: fp16/int8 apply; top-k is for gradients only."""
+    kind, _ = compression
+    return _gradient_bytes(values, compression) if kind in ("fp16", "int8") else 4.0 * values
+
+
+# Elementwise passes per element of the dense tensor (encode, decode), measured with
+# ralp/compression.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
+# varied by ~30%): one pass is a multiply-and-sum over the tensor, ~2.1 ns per element there.
+# Top-k's encode includes its error feedback (add the residual, select, gather, rebuild what
+# was sent, update the residual); its decode fills the dense tensor and scatters into it.
+CODEC_PASSES = {None: (0.0, 0.0), "fp16": (2.0, 0.75), "int8": (1.6, 0.75), "topk": (15.0, 1.5)}
+# One elementwise pass over one element costs as long as this many conv FLOPs (memory-bound
+# vs compute-bound work): 2.1 ns at 37.9 GFLOP/s on the same machine; assumed to carry over
+# to other hardware in proportion to its throughput.
+PASS_FLOPS = 80.0
+
+
+def _codec_seconds(elements: float, compression, side: int, flops: float) -> float:
+    """Time to encode (side 0) or decode (side 1) ``elements`` floats at ``flops`` FLOP/s."""
+    if elements <= 0:
+        return 0.0
+    return elements * CODEC_PASSES[compression[0]][side] * PASS_FLOPS / flops
+
+
+def _activation_codec(compression):
+    """The codec RALP's activations travel through: top-k leaves them fp32 (no work)."""
+    return compression if compression[0] in ("fp16", "int8") else (None, None)
+
+
+def _compute_seconds(flops: float, dense_flops: float, hardware: Hardware) -> float:
+    return (flops - dense_flops) / hardware.worker_conv_flops + dense_flops / hardware.worker_dense_flops
+
+
+# ----------------------------------------------------------------------------- per strategy
+
+@dataclass(frozen=True)
+class Setting:
+    """What every cost function reads."""
+    profile: object
+    W: int
+    B: int
+    S: int
+    comp: Tuple
+    hardware: Hardware
+    train_full: float                  # the whole model's training step on one worker
+    timing: object = None              # ModelTiming, when the model's step was measured
+    cut: Optional[str] = None
+    ps_placement: str = "dedicated"
+
+    @property
+    def P(self) -> float:
+        return self.profile.params
+
+    def passes(self, elements, count):
+        return self.hardware.pass_seconds(elements, count)
+
+    def on_worker(self, elements, codec, side):
+        return _codec_seconds(elements, codec, side, self.hardware.worker_conv_flops)
+
+    def on_ps(self, elements, codec, side):
+        return _codec_seconds(elements, codec, side, self.hardware.ps_flops)
+
+
+@dataclass
+class StepCost:
+    """One strategy's step before timing: transfers, and compute on the worker and the PS."""
+    phases: List[_Phase]
+    worker_fwd: float
+    worker_bwd: float
+    ps_compute: float = 0.0
+    worker_codec: float = 0.0
+    ps_codec: float = 0.0
+    cut: Optional[str] = None
+    stages: Optional[Tuple[float, float]] = None   # sync PS's conv/FC overlap (see _staged_ps_step)
+    mean_bytes: Optional[Tuple[float, float]] = None  # colocated PS: the mean host's (tx, rx)
+    notes: Dict = field(default_factory=dict)
+
+
+def sync_ps_cost(s: Setting) -> StepCost:
+    """Sync PS: every worker pulls all parameters and pushes all gradients."""
+    if s.ps_placement == "colocated":
+        return _colocated_ps_cost(s)
+    P, W, S, comp = s.P, s.W, s.S, s.comp
+    push = _gradient_bytes(P, comp)
+    cost = StepCost([_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
+                     _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)],
+                    s.train_full / 3, s.train_full * 2 / 3,
+                    ps_compute=s.passes(P / S, W + UPDATE_PASSES),  # sum W gradients, then the update
+                    worker_codec=s.on_worker(P, comp, 0), ps_codec=s.on_ps(P * W / S, comp, 1))
+    first = s.profile.first_dense_cut()
+    if first is not None:  # (share of the parameters, share of the FLOPs) before the FC layers
+        p_conv, _, _, f_conv, _ = s.profile.split_sizes(first)
+        cost.stages = (p_conv / P, f_conv / max(1, s.profile.flops))
+    return cost
+
+
+def _colocated_ps_cost(s: Setting) -> StepCost:
+    phases, mean_bytes, largest = _colocated_phases(s.profile.variable_sizes, s.W, s.comp)
+    return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
+                    ps_compute=s.passes(largest, s.W + UPDATE_PASSES),  # the largest shard's sums and update
+                    worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(largest * s.W, s.comp, 1),
+                    mean_bytes=mean_bytes)
+
+
+def _colocated_phases(sizes, W, comp):
+    """Pull and push phases of sync PS with one PS task on each of W worker hosts.
+
+    Host i holds shard P_i: it pulls the other shards (4(P - P_i)) while serving its own to
+    the W-1 other workers (4(W-1)P_i), then pushes the other shards' gradients while
+    receiving W-1 gradients of its own. Both happen on its one full-duplex link, so each
+    phase lasts as long as the busiest direction of the busiest host: the phase carries
+    the per-direction maxima. Returns (phases, mean (tx, rx) per host, largest shard)."""
+    from ralp.sharding import shard_loads
+
+    shards = shard_loads(sizes, W)
+    P = float(sum(shards))
+    pull = [(4.0 * (W - 1) * p, 4.0 * (P - p)) for p in shards]
+    push = [(_gradient_bytes(P - p, comp), (W - 1) * _gradient_bytes(p, comp)) for p in shards]
+    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull), worker_rx=max(r for _, r in pull)),
+              _Phase("push gradients", worker_tx=max(t for t, _ in push), worker_rx=max(r for _, r in push))]
+    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / W
+    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / W
+    return phases, (mean_tx, mean_rx), max(shards)
+
+
+def ring_allreduce_cost(s: Setting) -> StepCost:
+    """Horovod: a ring all-reduce of the gradients (an all-gather for codecs a ring cannot sum)."""
+    P, W, comp = s.P, s.W, s.comp
+    cost = StepCost([], s.train_full / 3, s.train_full * 2 / 3)
+    if W > 1:
+        gathered = comp[0] in ("int8", "topk")  # not summable in a ring: all-gather the payloads
+        if gathered:
+            each_way = (W - 1) * _gradient_bytes(P, comp)
+        else:
+            each_way = 2.0 * (W - 1) / W * _gradient_bytes(P, comp)
+        name = "all-gather compressed gradients" if gathered else "ring all-reduce"
+        cost.phases = [_Phase(name, worker_tx=each_way, worker_rx=each_way, latency_hops=2 * (W - 1))]
+        if not gathered:  # fusion copies and the reduce-scatter's sums
+            cost.worker_bwd += s.passes(P, FUSION_PASSES + (W - 1) / W)
+        # int8 decodes every rank's payload; top-k scatters them all into one dense buffer
+        decoded = W * P if comp[0] == "int8" else P
+        cost.worker_codec = s.on_worker(P, comp, 0) + s.on_worker(decoded, comp, 1)
+    cost.worker_bwd += s.passes(P, UPDATE_PASSES)  # every rank applies the same update
+    return cost
+
+
+def fc_on_ps_cost(s: Setting) -> StepCost:
+    """RALP: the tower on the workers, the head on PS task 0; activations cross the links."""
+    profile, W, B, S, comp, timing = s.profile, s.W, s.B, s.S, s.comp, s.timing
+    cut = s.cut or profile.first_dense_cut()
+    if cut is None:
+        raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
+    p_tower, p_head, floats, f_tower, f_head = profile.split_sizes(cut)
+    head_dense = profile.head_dense_flops(cut)
+    tower_train = TRAIN_FLOPS_FACTOR * B * _compute_seconds(f_tower, profile.dense_flops - head_dense, s.hardware)
+    head_train = TRAIN_FLOPS_FACTOR * W * B * f_head / s.hardware.ps_flops
+    if timing is not None and timing.cut == cut and timing.batch_size == B and timing.workers == W:
+        tower_train, head_train = timing.tower_s, timing.head_s
+    acts = _activation_bytes(B * floats, comp)
+    push = _gradient_bytes(p_tower, comp)
+    act_comp = _activation_codec(comp)
+    return StepCost(
+        [_Phase("pull tower parameters", worker_rx=4.0 * p_tower, ps_tx=4.0 * p_tower * W / S),
+         _Phase("send activations", worker_tx=acts, ps_rx=acts * W),
+         _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W),
+         _Phase("push tower gradients", worker_tx=push, ps_rx=push * W / S)],
+        tower_train / 3, tower_train * 2 / 3,
+        ps_compute=head_train + s.passes(p_tower / S, W + UPDATE_PASSES) + s.passes(p_head, UPDATE_PASSES),
+        # worker: encode activations and tower gradients, decode activation gradients;
+        # PS task 0: decode W activations, encode W activation gradients, decode tower gradients.
+        worker_codec=(s.on_worker(B * floats, act_comp, 0) + s.on_worker(B * floats, act_comp, 1)
+                      + s.on_worker(p_tower, comp, 0)),
+        ps_codec=(s.on_ps(W * B * floats, act_comp, 1) + s.on_ps(W * B * floats, act_comp, 0)
+                  + s.on_ps(W * p_tower / S, comp, 1)),
+        cut=cut)
+
+
+COST_FUNCTIONS: Dict[str, Callable[[Setting], StepCost]] = {
+    "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost}

@@ -1,0 +1,93 @@
+"""The architecture the guide asks for, checked rather than hoped for (issue 14).
+
+- import-linter contracts (pyproject.toml [tool.importlinter]) hold: packages import downward;
+- no module over 400 lines; a function over 60 lines says why in its docstring ("Long because");
+- settings validation and the engine's arithmetic import no TensorFlow;
+- one codec parser: a spec the settings accept is understood by the cost model too.
+"""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGES = ("bench", "ralp", "baselines")
+
+
+def _modules():
+    return [p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))]
+
+
+def test_import_contracts_hold():
+    lint = Path(sys.executable).parent / "lint-imports"
+    proc = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "broken" in proc.stdout and " 0 broken" in proc.stdout
+
+
+def test_no_module_over_400_lines_and_long_functions_say_why():
+    too_long = [f"{p.relative_to(ROOT)}: {n}" for p in _modules() if (n := len(p.read_text().splitlines())) > 400]
+    assert not too_long
+    unexplained = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                if "Long because" not in " ".join((ast.get_docstring(node) or "").split()):
+                    unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not unexplained
+
+
+def test_settings_validation_and_the_cost_model_import_no_tensorflow():
+    code = ("import sys\nfrom bench.config import RunConfig\nfrom ralp.cost_model import predict\n"
+            "RunConfig(strategy='ralp', compression='topk:1/100', hardware='v100-10gbe').validate()\n"
+            "assert 'tensorflow' not in sys.modules, 'TensorFlow imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_ratio_topk_spec_is_understood_by_planning_and_predictions():
+    """Defect: topk:1/100 passed validation, then ralp/auto rows failed with "planning failed"
+    and ps/horovod rows silently lost their predictions (the cost model parsed floats only)."""
+    from bench.config import RunConfig
+    from bench.planning import predict, resolve
+
+    for strategy in ("ralp", "auto", "ps", "horovod"):
+        cfg = RunConfig(model="alexnet_cifar", strategy=strategy, compression="topk:1/100",
+                        hardware="v100-10gbe", bandwidth="1gbit").validate()
+        plan = resolve(cfg)
+        prediction = predict(cfg, plan.strategy, plan.cut)
+        same = predict(RunConfig(**{**vars(cfg), "compression": "topk:0.01"}).validate(), plan.strategy, plan.cut)
+        assert prediction is not None and prediction.worker_bytes == pytest.approx(same.worker_bytes)
+
+
+def test_every_rank_setting_reaches_the_ranks():
+    """Settings are declared once (RunConfig's fields): what the driver forwards is what a rank parses."""
+    from dataclasses import fields
+
+    from bench.config import RunConfig
+    from bench.harness import rank_argv
+    from bench.run import parse
+
+    cfg = RunConfig(model="vgg_cifar", workers=3, ps_placement="colocated", batch_size=8, steps=12, target_ci=0.05,
+                    max_steps=30, time_cap=20.0, warmup_steps=5, compression="int8", step_timeout=99.0,
+                    hardware="v100-10gbe", bandwidth="1gbit", horovod_fusion_mb=32.0, horovod_cycle_ms=2.0,
+                    horovod_autotune=True, cpus_per_host=0.5, dump_weights="/tmp/w.npz").validate()
+    ranked = parse(rank_argv(cfg, "ps", "/tmp/out.json"))
+    for name in RunConfig.rank_fields():
+        assert getattr(ranked, name) == getattr(cfg, name), name
+    driver_only = {f.name for f in fields(RunConfig)} - set(RunConfig.rank_fields())
+    assert driver_only == {"strategy", "ps_bandwidth", "latency", "network", "out", "extra"}
+
+
+def test_the_rank_result_is_typed_and_refuses_what_it_does_not_know():
+    from bench.rank_result import RankResult
+
+    result = RankResult(plan="ps", cut_layer=None, timed_steps=2, step_times=[0.5, 0.6], per_step_timing=True,
+                        losses=[2.3, 2.2], evals=[], setup_s=1.0, train_time_s=1.1,
+                        bytes_by_host={"10.0.0.2": [10, 20]}, tcp_by_host={}, ps_hosts=["10.0.0.1"])
+    assert RankResult.from_json(result.to_json()) == result
+    with pytest.raises(ValueError, match="does not know: bogus"):
+        RankResult.from_json(result.to_json()[:-1] + ', "bogus": 1}')
