@@ -142,10 +142,8 @@ def measured_fields(cfg: RunConfig, result: RankResult) -> Dict:
         values = [per_host[h] for h in hosts if h in per_host]
         return float(np.mean(values)) if values else None
 
-    worker_hosts = [h for h in result.worker_hosts if h not in result.ps_hosts]
-    colocated = bool(result.worker_hosts) and not worker_hosts  # a PS task on every worker host
-    if colocated:
-        worker_hosts = result.worker_hosts
+    colocated = cfg.colocated(result.plan)  # a PS task on every worker host: no PS host of its own
+    worker_hosts = [h for h in result.worker_hosts if colocated or h not in result.ps_hosts]
     per_step = result.per_step_timing
     images = cfg.images_per_step(result.plan or cfg.strategy)
     return {

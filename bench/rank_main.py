@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from bench.config import RunConfig
 from bench.errors import UserError
-from bench.roles import role_of
+from bench.roles import RankLayout, role_of
 from bench.strategy import StrategyContext, strategy_class
 from bench.strategy_specs import spec_of
 from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
@@ -58,8 +58,9 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     cfg = replace(cfg, compression=plan.compression)  # 'auto' is resolved on rank 0
     if spec_of(strategy_name).layout == "single":
         return _single(comm, cfg, plan, load_shards, watchdog)
-    ps_tasks, colocated = cfg.ps_tasks(strategy_name), cfg.colocated(strategy_name)
-    roles = [role_of(r, world, cfg.workers, ps_tasks, colocated) for r in range(world)]
+    layout = RankLayout.for_run(cfg, strategy_name)
+    ps_tasks = layout.ps
+    roles = [role_of(r, world, cfg.workers, ps_tasks, layout.colocated) for r in range(world)]
     role = roles[rank]
     cls = strategy_class(strategy_name)
     if cls.uses_tf_cluster and all(r.job == "worker" for r in roles):

@@ -1,4 +1,4 @@
-"""What a --compression spec means, without TensorFlow: one parser and one byte count.
+"""What a --compression spec means, without TensorFlow: one parser, and top-k's k.
 
 Read by the run settings' validation (bench/config.py), the cost model and the TF codecs
 (ralp/compression.py), so a spec accepted anywhere is understood everywhere: ``topk:1/100``
@@ -25,19 +25,6 @@ class CodecSpec:
         """Top-k entries sent for a tensor of ``elements``: max(1, ceil(fraction * n)), at most n."""
         n = int(elements)
         return min(n, max(1, math.ceil(self.fraction * n)))
-
-    def wire_bytes(self, elements: int) -> int:
-        """Payload bytes for one fp32 tensor of ``elements`` entries."""
-        n = int(elements)
-        if n <= 0:
-            return 0
-        if self.kind == "fp16":
-            return 2 * n
-        if self.kind == "int8":
-            return n + 4          # int8 values and one fp32 scale
-        if self.kind == "topk":
-            return 8 * self.k(n)  # fp32 values and int32 flat indices
-        return 4 * n
 
 
 def parse_codec(spec) -> CodecSpec:
