@@ -17,6 +17,7 @@ from bench.errors import RunFailed
 from bench.launch.base import Launcher, run_mpirun
 from bench.rank_result import RankResult
 from bench.roles import RankLayout
+from bench.strategy_specs import spec_of
 
 def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
     """The flags of ``python -m bench.run`` for ``cfg``: every rank setting (RunConfig.rank_fields),
@@ -51,7 +52,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
     row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
-               **launcher.link_fields(strategy))
+               **launcher.link_fields(spec_of(strategy).pattern_for(cfg.ps_placement)))
     if strategy == "horovod":
         from bench.hvd_init import settings_label
 

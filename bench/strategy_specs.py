@@ -28,6 +28,14 @@ class StrategySpec:
     codecs: bool = True              # accepts --compression
     one_batch_per_step: bool = False  # a step trains one batch, not W (the one-process reference)
     colocatable: bool = False        # --ps-placement colocated applies (a PS task on every worker host)
+    link_pattern: Optional[str] = None  # its traffic's shape, probed on emulated links (bench/launch/link_probe.py)
+
+    def pattern_for(self, ps_placement: str = "dedicated") -> Optional[str]:
+        """The traffic pattern a run of this strategy puts on the links: colocated PS tasks make
+        every worker host send to and receive from every other (all-to-all), not to one PS host."""
+        if self.colocatable and ps_placement == "colocated":
+            return "all-to-all"
+        return self.link_pattern
 
 
 SPECS: Dict[str, StrategySpec] = {}
@@ -48,13 +56,14 @@ for _spec in (
                  "one process alone, no communication (the scaling-efficiency reference)", "#7f7f7f",
                  priced_as="horovod", codecs=False, one_batch_per_step=True),
     StrategySpec("ps", "baselines.ps:SyncPS", "tf", "synchronous parameter server (TensorFlow)", "#d62728",
-                 priced_as="ps", colocatable=True),
+                 priced_as="ps", colocatable=True, link_pattern="fan-in"),
     StrategySpec("ps-async", "baselines.ps_async:AsyncPS", "tf",
-                 "asynchronous parameter server (ParameterServerStrategy)", "#ff7f0e", codecs=False),
+                 "asynchronous parameter server (ParameterServerStrategy)", "#ff7f0e", codecs=False,
+                 link_pattern="fan-in"),
     StrategySpec("horovod", "baselines.horovod:HorovodAllreduce", "workers", "Horovod ring all-reduce",
-                 "#1f77b4", priced_as="horovod"),
+                 "#1f77b4", priced_as="horovod", link_pattern="all-reduce"),
     StrategySpec("ralp", "ralp.placement:LayerPlacement", "tf", "FC layers on the PS (RALP)", "#2ca02c",
-                 priced_as="ralp"),
+                 priced_as="ralp", link_pattern="fan-in"),
 ):
     register(_spec)
 

@@ -107,13 +107,23 @@ def test_groups_of_a_sigkilled_owner_are_removed_at_the_next_bring_up():
 
 
 def test_link_probe_patterns_measure_against_line_rate():
-    with EmulatedCluster(3, 50e6, name="rtestq", cpus_per_host=0.5) as c:
-        for pattern in ("one flow", "both ways", "fan-in"):
+    with EmulatedCluster(4, 50e6, name="rtestq", cpus_per_host=0.5) as c:
+        for pattern in ("one flow", "both ways", "fan-in", "all-to-all"):
             r = link_probe.measure_pattern(c, pattern, seconds=0.5)
             assert r.pattern == pattern and r.seconds > 0
             # the time at line rate is a floor: a tbf never lets more than its burst above the rate
             assert 0.3 < r.efficiency < 1.15, r
-        assert link_probe.PATTERN_OF["horovod"] == "all-reduce"
+    assert r.hosts == 3  # all-to-all: the three worker hosts, each sending to both others
+
+
+def test_each_strategy_names_the_pattern_its_traffic_follows():
+    from bench.strategy_specs import spec_of
+
+    assert spec_of("horovod").pattern_for() == "all-reduce"
+    assert spec_of("ralp").pattern_for("colocated") == "fan-in"  # RALP's head stays on the PS host
+    assert spec_of("ps").pattern_for("dedicated") == "fan-in"
+    assert spec_of("ps").pattern_for("colocated") == "all-to-all"
+    assert spec_of("single").pattern_for() is None
 
 
 def test_gso_and_bucket_follow_the_rate():

@@ -69,8 +69,11 @@ def print_link_table(cluster, patterns=None, seconds=1.0):
     """Each traffic pattern's measured time against line rate (bench/launch/link_probe.py)."""
     from bench.launch import link_probe
 
-    print("link efficiency (time at line rate / measured time; strategies rely on: "
-          "ps, ralp -> fan-in; horovod -> all-reduce):")
+    from bench.strategy_specs import SPECS
+
+    relies = "; ".join(f"{s.name} -> {s.link_pattern}" for s in SPECS.values() if s.link_pattern)
+    print(f"link efficiency (time at line rate / measured time; strategies rely on: {relies}; "
+          "colocated ps -> all-to-all):")
     print(f"  {'pattern':<11} {'hosts':>5} {'rate':>10} {'measured':>9} {'line rate':>9} {'efficiency':>10}")
     for pattern in patterns or link_probe.PATTERNS:
         r = link_probe.measure_pattern(cluster, pattern, seconds)

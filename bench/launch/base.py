@@ -91,8 +91,8 @@ class Launcher(abc.ABC):
     def cluster_fields(self) -> Dict:
         """Result-row fields describing this cluster (mode, hosts, link rates...)."""
 
-    def link_fields(self, strategy: str) -> Dict:
-        """Result-row fields on how well the links carry ``strategy``'s traffic (emulated only)."""
+    def link_fields(self, pattern: Optional[str]) -> Dict:
+        """Result-row fields on how well the links carry traffic ``pattern`` (emulated only)."""
         return {}
 
     def after_run(self):

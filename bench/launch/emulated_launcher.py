@@ -53,11 +53,10 @@ class EmulatedLauncher(Launcher):
                 "ps_link_bps": c.ps_bandwidth_bps or c.bandwidth_bps, "latency_s": c.latency_s,
                 "scaled_to": self.scaled_to, "cpus_per_host": c.cpus_per_host or None}
 
-    def link_fields(self, strategy: str) -> Dict:
-        """The measured efficiency of the traffic pattern ``strategy`` relies on (once per cluster)."""
+    def link_fields(self, pattern: Optional[str]) -> Dict:
+        """The measured efficiency of traffic ``pattern`` (link_probe.PATTERNS; once per cluster)."""
         from bench.launch import link_probe
 
-        pattern = link_probe.PATTERN_OF.get(strategy)
         if not self.link_check or pattern is None or len(self.cluster.hosts) < 2:
             return {}
         if pattern not in self._efficiency:

@@ -6,6 +6,8 @@ on is measured as a share of what the shaped links allow:
 - ``one flow``: one host sends to another (TCP, one connection);
 - ``both ways``: two hosts send to each other at once (full duplex);
 - ``fan-in``: every other host sends to host 0 at once (workers pushing to the PS);
+- ``all-to-all``: every worker host sends to every other at once (sync PS with a PS task
+  beside each worker: each worker pushes a shard to every other host's PS task);
 - ``all-reduce``: Horovod's own all-reduce of a model-sized buffer over the
   worker hosts (mpirun, as runs launch it); line time 2(N-1)/N * bytes / rate.
 
@@ -91,9 +93,8 @@ def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env
     return PatternResult("all-reduce", n, rate, seconds, line)
 
 
-# The pattern each strategy's traffic follows (what its rows record).
-PATTERN_OF = {"ps": "fan-in", "ps-async": "fan-in", "ralp": "fan-in", "horovod": "all-reduce"}
-PATTERNS = ("one flow", "both ways", "fan-in", "all-reduce")
+# Which pattern a strategy's traffic follows is its spec's (bench/strategy_specs.py).
+PATTERNS = ("one flow", "both ways", "fan-in", "all-to-all", "all-reduce")
 ALLREDUCE_FLOATS = 3_515_402  # alexnet_cifar's parameters: a model-sized buffer
 
 
@@ -114,6 +115,9 @@ def measure_pattern(cluster, pattern: str, seconds: float = 1.0, floats: Optiona
     if pattern == "fan-in":
         senders = [h for h in range(1, hosts)]
         return _raw_pattern(cluster, pattern, [(s, 0) for s in senders], max(1, total // len(senders)))
+    if pattern == "all-to-all":
+        pairs = [(a, b) for a in workers for b in workers if a != b]
+        return _raw_pattern(cluster, pattern, pairs, max(1, total // max(1, len(workers) - 1)))
     if pattern == "all-reduce":
         n = len(workers)
         floats = floats or max(1, int(total / 4 * n / (2 * max(1, n - 1))))
