@@ -45,7 +45,7 @@ class InGraphStrategy(Strategy):
 
     def build_model(self):
         with variables_on_ps(self.ctx.ps_devices):
-            self.model = get_model(self.config.model, seed=self.config.seed)
+            self.model = get_model(self.config.model_spec(), seed=self.config.seed)
         # Outside the placement rule: each momentum buffer sits beside its variable.
         self.optimizer = MomentumSGD(self.model.trainable_variables, self.config.learning_rate,
                                          self.config.momentum)

@@ -33,7 +33,7 @@ class AsyncPS(Strategy):
         self.strategy = tf.distribute.ParameterServerStrategy(self.ctx.extra["resolver"])
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         with self.strategy.scope():
-            self.model = get_model(cfg.model, seed=cfg.seed)
+            self.model = get_model(cfg.model_spec(), seed=cfg.seed)
             self.optimizer = tf.keras.optimizers.SGD(cfg.learning_rate, momentum=cfg.momentum)
             self.optimizer.build(self.model.trainable_variables)
         train_x = np.concatenate(shards.x)

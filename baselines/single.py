@@ -25,7 +25,7 @@ class SingleProcess(Strategy):
         self.y = tf.constant(shards.y[0].astype(np.int32))
         self.eval_x = tf.constant(shards.eval_x)
         self.eval_y = tf.constant(shards.eval_y.astype(np.int32))
-        self.model = get_model(cfg.model, seed=cfg.seed)
+        self.model = get_model(cfg.model_spec(), seed=cfg.seed)
         variables = self.model.trainable_variables
         self.optimizer = MomentumSGD(variables, cfg.learning_rate, cfg.momentum)
 

@@ -95,12 +95,19 @@ def hardware_under(cores: Optional[float]):
     return hardware_from_measurement(data, f"calibrated under {where}, {data['measured_at']}, cached in {CACHE}")
 
 
-def model_timing(model: str, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> Dict:
-    """Seconds of one training step of ``model`` under the quota: full model at B, tower at B and
-    head at W*B for ``cut`` (omitted when None). Keys: full_s, tower_s, head_s."""
+def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> Dict:
+    """Seconds of one training step of ``model`` (a zoo name or ModelSpec) under the quota: full
+    model at B, tower at B and head at W*B for ``cut`` (omitted when None). Keys: full_s,
+    tower_s, head_s. A user's model is cached under its shape, classes and file hash too."""
+    from bench.models.registry import get_spec
+    from bench.models.sources import format_shape, model_digest
+
+    spec = get_spec(model) if isinstance(model, str) else model
+    described = json.dumps([spec.name, format_shape(spec.input_shape), spec.num_classes])
+    name = spec.name if spec.kind == "zoo" and spec == get_spec(spec.name) else f"{described}|{model_digest(spec)}"
     label = f"{cores:.3f}" if cores else "all"
-    key = f"{_machine_key()}|model|{model}|B{batch_size}|W{workers}|{cut}|{label}"
-    return _cached(key, lambda: run_capped(cores, ["model", model, batch_size, workers, cut or "-"]))
+    key = f"{_machine_key()}|model|{name}|B{batch_size}|W{workers}|{cut}|{label}"
+    return _cached(key, lambda: run_capped(cores, ["model", described, batch_size, workers, cut or "-"]))
 
 
 # ---- what runs inside the capped subprocess ------------------------------------------------
@@ -140,13 +147,15 @@ def _measure_hardware() -> Dict:
     return figures
 
 
-def _measure_model(name: str, batch: int, workers: int, cut: Optional[str]) -> Dict:
+def _measure_model(described: str, batch: int, workers: int, cut: Optional[str]) -> Dict:
     tf = _threads()
     from bench.models import get_model
+    from bench.models.registry import get_spec
     from bench.strategy import loss_fn
     from ralp.cut import split_model
 
-    model = get_model(name, seed=0)
+    name, shape, classes = json.loads(described)
+    model = get_model(get_spec(name, shape, classes), seed=0)
     shape = tuple(model.inputs[0].shape[1:])
     classes = int(model.outputs[0].shape[-1])
 
@@ -184,7 +193,8 @@ def main(argv=None):
     elif argv[0] == "model":
         result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
     else:
-        raise SystemExit("usage: python -m bench.calibration hardware | model NAME BATCH WORKERS CUT")
+        raise SystemExit('usage: python -m bench.calibration hardware | model \'["NAME", "H,W,C", CLASSES]\' BATCH '
+                         'WORKERS CUT')
     print(json.dumps(result), flush=True)
 
 

@@ -24,7 +24,10 @@ CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is 
 
 @dataclass
 class RunConfig:
-    model: str = "alexnet_cifar"
+    model: str = "alexnet_cifar"  # a zoo name, keras:NAME, a .keras/.h5 file, or module|file.py:function
+    input_shape: Optional[str] = None  # "H,W,C": the data's and a user model's input (default: the model's)
+    classes: Optional[int] = None      # the model's outputs (default: the model's)
+    model_sha256: Optional[str] = None  # the driver's hash of the model's file; every rank checks it
     strategy: str = field(default="ralp", metadata={"rank": False})  # each rank is told the resolved one
     workers: int = 2
     ps: int = 1
@@ -65,6 +68,12 @@ class RunConfig:
     dump_weights: Optional[str] = None  # .npz of final trainable weights (tests)
     extra: dict = field(default_factory=dict, metadata={"rank": False})
 
+    def model_spec(self):
+        """The model as every layer sees it (bench/models/registry.py), TF-free."""
+        from bench.models.registry import get_spec
+
+        return get_spec(self.model, self.input_shape, self.classes)
+
     def colocated(self, strategy: str) -> bool:
         """Does ``strategy`` run with a PS task beside every worker? Only sync PS shards its
         variables that way (tf_cnn_benchmarks' layout); RALP's head and ps-async's
@@ -104,9 +113,10 @@ class RunConfig:
     def validate(self) -> "RunConfig":
         """Refuse bad settings with one line naming the fix, before anything starts. Long because
         it is a flat list of independent checks, one per setting, easier to read in one place."""
-        from bench.models.registry import get_spec
+        from bench.models.sources import format_shape
 
-        get_spec(self.model)
+        model = self.model_spec()  # a bad spelling, shape or class count: one line naming the fix
+        self.input_shape = format_shape(model.input_shape) if self.input_shape else None
         if self.strategy != "auto":
             spec_of(self.strategy)  # one line naming the valid strategies
         from ralp.codec_spec import parse_codec
@@ -170,7 +180,12 @@ class RunConfig:
 def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
     """Flags shared by `ralp-bench run` and `python -m bench.run`."""
     d = RunConfig()
-    p.add_argument("--model", default=d.model, help=f"model name (default {d.model}; see `ralp-bench models`)")
+    p.add_argument("--model", default=d.model,
+                   help=f"a zoo name (default {d.model}; see `ralp-bench models`), keras:NAME (tf.keras.applications), "
+                        "a .keras/.h5 file, or package.module:function / path/file.py:function")
+    p.add_argument("--input-shape", default=None, help="H,W,C the model takes (default: the model's own)")
+    p.add_argument("--classes", type=int, default=None, help="classes the model outputs (default: the model's own)")
+    p.add_argument("--model-sha256", default=None, help=argparse.SUPPRESS)  # set by the driver for the ranks
     p.add_argument("--strategy", default=d.strategy,
                    help=("comma-separated list of " if multi_strategy else "") + f"strategies: {', '.join(STRATEGIES)}")
     p.add_argument("--workers", type=int, default=d.workers, help="worker processes (default 2)")

@@ -29,11 +29,28 @@ class RunPlan:
 
 
 @lru_cache(maxsize=16)
-def model_profile(model_name: str):
+def model_profile(model):
+    """The profile of a model: a zoo name or any ModelSpec (a user's model, --input-shape...)."""
     from bench.models import get_model
     from ralp.profile import profile_built
 
-    return profile_built(lambda: get_model(model_name))
+    return profile_built(lambda: get_model(model))
+
+
+def settle_model(cfg: RunConfig) -> RunConfig:
+    """The driver's check of a user's model, before any rank starts: build it once, refuse
+    what no strategy can train, and tell the ranks its input shape, classes and file hash
+    (they are recorded in the row, so the run can be repeated). Zoo models pass untouched."""
+    from bench.models.build import settled_spec
+    from bench.models.sources import format_shape, model_digest
+
+    spec = cfg.model_spec()
+    if spec.kind == "zoo":
+        return cfg
+    settled = settled_spec(spec)
+    cfg.input_shape, cfg.classes = format_shape(settled.input_shape), settled.num_classes
+    cfg.model_sha256 = model_digest(spec)
+    return cfg
 
 
 def hardware_for(cfg: RunConfig):
@@ -58,8 +75,8 @@ def timing_for(cfg: RunConfig):
     from bench.calibration import model_timing
     from ralp.cost_model import ModelTiming
 
-    cut = model_profile(cfg.model).first_dense_cut()
-    t = model_timing(cfg.model, cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None)
+    cut = model_profile(cfg.model_spec()).first_dense_cut()
+    t = model_timing(cfg.model_spec(), cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None)
     return ModelTiming(cfg.batch_size, cfg.workers, t["full_s"], cut, t.get("tower_s"), t.get("head_s"))
 
 
@@ -67,7 +84,7 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     from ralp.analyzer import analyze
     from ralp.cost_model import STRATEGIES
 
-    profile = model_profile(cfg.model)
+    profile = model_profile(cfg.model_spec())
     pick_codec = cfg.compression == "auto"
     # Under --compression auto a fixed strategy keeps its strategy; only the codec is chosen.
     strategies = [cfg.strategy] if pick_codec and cfg.strategy in STRATEGIES else STRATEGIES
@@ -114,7 +131,7 @@ def resolve(cfg: RunConfig) -> Resolved:
 
 def check_cut(cfg: RunConfig):
     """--cut must name one of the model's cut points (the driver's check, before any rank starts)."""
-    cuts = model_profile(cfg.model).cut_points
+    cuts = model_profile(cfg.model_spec()).cut_points
     if cfg.cut not in cuts:
         raise UserError(f"cannot cut {cfg.model} after {cfg.cut!r}; valid cut points: {', '.join(cuts) or 'none'}")
 
@@ -139,6 +156,6 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     if spec.priced_as is None:
         return None
     workers = 1 if spec.one_batch_per_step else cfg.workers
-    return cost_predict(model_profile(cfg.model), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
+    return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement)

@@ -21,15 +21,21 @@ def parse(argv):
     p.add_argument("--dump-weights", default=None, help="rank 0 saves final trainable weights (.npz)")
     p.add_argument("--cpus-per-host", type=float, default=None,
                    help="the CPU quota of each host (what the calibration for auto is measured under)")
-    return RunConfig.from_args(p.parse_args(argv)).validate()
+    cfg = RunConfig.from_args(p.parse_args(argv)).validate()
+    from socket import gethostname
+
+    from bench.models.sources import check_digest
+
+    check_digest(cfg.model_spec(), cfg.model_sha256, gethostname())  # the driver's file, on every host
+    return cfg
 
 
 def load_shards(cfg: RunConfig):
     from bench.data import load_dataset, shard
-    from bench.models.registry import get_spec
+    from bench.models.build import settled_spec
     from bench.strategy import Shards
 
-    spec = get_spec(cfg.model)
+    spec = settled_spec(cfg.model_spec(), check=False)  # builds only when the driver did not say
     ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, seed=cfg.seed, input_shape=spec.input_shape,
                       num_classes=spec.num_classes, synthetic_size=max(256, 2 * cfg.global_batch))
     pieces = [shard(ds.train_x, ds.train_y, w, cfg.workers, cfg.seed) for w in range(cfg.workers)]

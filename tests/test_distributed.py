@@ -18,17 +18,21 @@ from tests.conftest import our_processes, signal_and_wait, start_cli, wait_for_r
 MODEL, STEPS, WARMUP, BATCH, LR = "lenet_mnist", 3, 1, 16, 0.05
 
 
-def reference_weights(steps):
-    """Single-process momentum SGD over the global batch each step (2 workers x BATCH)."""
+def reference_weights(steps, model=MODEL):
+    """Single-process momentum SGD over the global batch each step (2 workers x BATCH);
+    ``model``: any --model spelling or ModelSpec."""
     import tensorflow as tf
 
     from bench.data import global_batch, load_dataset
     from bench.models import get_model
+    from bench.models.build import settled_spec
+    from bench.models.registry import ModelSpec, get_spec
     from bench.optim import MomentumSGD
     from bench.strategy import loss_fn
 
-    data = load_dataset("mnist", seed=0, input_shape=(28, 28, 1), num_classes=10)
-    model = get_model(MODEL, seed=0)
+    spec = settled_spec(model if isinstance(model, ModelSpec) else get_spec(model))
+    data = load_dataset("mnist", seed=0, input_shape=spec.input_shape, num_classes=spec.num_classes)
+    model = get_model(spec, seed=0)
     opt = MomentumSGD(model.trainable_variables, LR, 0.9)
     for step in range(steps):
         x, y = global_batch(step, data.train_x, data.train_y, BATCH, 2, 0)
@@ -36,6 +40,18 @@ def reference_weights(steps):
             loss = loss_fn(tf.constant(y.astype(np.int32)), model(x, training=True))
         opt.apply(tape.gradient(loss, model.trainable_variables))
     return [v.numpy() for v in model.trainable_variables]
+
+
+def assert_same_weights(dump, reference, label):
+    """The weights a run dumped equal ``reference`` within 1e-4 relative, tensor by tensor."""
+    got = np.load(dump)
+    weights = [got[f"arr_{i}"] for i in range(len(got.files))]
+    assert len(weights) == len(reference)
+    for ours, ref in zip(weights, reference):
+        assert ours.shape == ref.shape
+        rel = np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-12)
+        assert rel <= 1e-4, f"{label}: relative difference {rel:.2e}"
+    return weights
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +68,7 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
                     dump_weights=dump).validate()
     row = run_one(cfg, LocalLauncher())
     assert row["status"] == "ok", row["failure"]
-    got = np.load(dump)
-    weights = [got[f"arr_{i}"] for i in range(len(got.files))]
-    assert len(weights) == len(reference)
-    for ours, ref in zip(weights, reference):
-        assert ours.shape == ref.shape
-        rel = np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-12)
-        assert rel <= 1e-4, f"{strategy}: relative difference {rel:.2e}"
+    weights = assert_same_weights(dump, reference, strategy)
     # and training moved the weights at all (the comparison is not vacuous)
     from bench.models import get_model
     initial = [v.numpy() for v in get_model(MODEL, seed=0).trainable_variables]
@@ -85,9 +95,7 @@ def test_a_new_strategy_is_one_module_and_one_spec_entry(reference, tmp_path, mo
         SPECS.pop("ps-reduce0", None)
     assert row["status"] == "ok", row["failure"]
     assert row["plan"] == "ps-reduce0" and row["images_per_sec"] > 0
-    got = np.load(dump)
-    for ours, ref in zip([got[f"arr_{i}"] for i in range(len(got.files))], reference):
-        assert np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-12) <= 1e-4
+    assert_same_weights(dump, reference, "ps-reduce0")
 
 
 def test_killed_worker_ends_run_with_named_rank(tmp_path):

@@ -17,7 +17,11 @@ SHORT_LABELS = {"ps": "sync PS", "horovod": "Horovod (ring)", "ralp": "FC-on-PS"
 
 def register(subparsers):
     p = subparsers.add_parser("analyze", help="profile a model and predict sync PS / Horovod / FC-on-PS step times")
-    p.add_argument("--model", required=True, help="model name from the zoo (see `ralp-bench models`)")
+    p.add_argument("--model", required=True,
+                   help="a zoo name (see `ralp-bench models`), keras:NAME, a .keras/.h5 file, or module:function / "
+                        "file.py:function returning a tf.keras.Model")
+    p.add_argument("--input-shape", default=None, help="H,W,C the model takes (default: the model's own)")
+    p.add_argument("--classes", type=int, default=None, help="classes the model outputs (default: the model's own)")
     p.add_argument("--batch-size", type=int, default=32, help="images per worker per step (default 32)")
     p.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
     p.add_argument("--ps", type=int, default=1, help="number of parameter-server tasks (default 1)")
@@ -49,17 +53,17 @@ def run(args) -> int:
     from ralp.hardware import load_hardware
 
     _validate(args)
-    get_spec(args.model)  # unknown model: fail before building anything
+    spec = get_spec(args.model, args.input_shape, args.classes)  # a bad spelling fails before building anything
     compression = None if args.compression in (None, "none") else args.compression
     compression_candidates(compression)  # a bad spec fails before the model is built
     hardware = load_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
                              latency=args.latency)
 
-    from bench.models import get_model
+    from bench.models.build import settled_spec
+    from bench.planning import model_profile
     from ralp.analyzer import analyze
-    from ralp.profile import profile_built
 
-    profile = profile_built(lambda: get_model(args.model))
+    profile = model_profile(settled_spec(spec))  # a user's model is checked first (bench/models/build.py)
     settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
                     compression=compression, overlap=args.overlap, all_cuts=args.all_cuts)
     plan = analyze(profile, **settings)

@@ -43,9 +43,11 @@ def configs_from_args(args):
     strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
     if not strategies:
         raise UserError("--strategy is empty; give e.g. ps,horovod,ralp")
+    from bench.planning import settle_model
+
     out = []
     for strategy in strategies:
-        cfg = RunConfig(**{**vars(base), "strategy": strategy}).validate()
+        cfg = settle_model(RunConfig(**{**vars(base), "strategy": strategy}).validate())
         out.append(cfg)
     if base.cut:
         from bench.planning import check_cut

@@ -40,6 +40,10 @@ def run(args):
     sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats)
     for ds, data_dir in {(p.config.dataset, p.config.data_dir) for p in sweep.points}:
         validate_data(ds, data_dir)
+    from bench.planning import settle_model
+
+    for point in sweep.points:  # a user's model is built and checked once, before anything runs
+        settle_model(point.config)
     if args.dry_run:
         return _dry_run(sweep, args)
     journal = _Journal(args)

@@ -9,19 +9,22 @@ All models output logits (no softmax layer), so every strategy uses the same
 ``from_logits`` loss.
 """
 from dataclasses import dataclass
-from typing import Tuple
-
-from bench.errors import UserError
+from typing import Optional, Tuple
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    name: str
-    builder: str          # "module:function", imported only when a model is built
-    input_shape: Tuple[int, int, int]
-    num_classes: int
+    """A model as every layer sees it: the zoo's entries, and any spelling --model accepts
+    (bench/models/sources.py). ``input_shape``/``num_classes`` are None when only building the
+    model tells them (a Keras application at its default size, a saved file, a function)."""
+    name: str             # the spelling, exactly as given: what the row records
+    builder: str          # zoo: "module:function", imported only when a model is built
+    input_shape: Optional[Tuple[int, int, int]]
+    num_classes: Optional[int]
     cpu_sized: bool
     description: str
+    kind: str = "zoo"     # zoo | keras (tf.keras.applications) | file (.keras/.h5) | function
+    source: str = ""      # keras: the application's name; file: its path; function: "target:function"
 
 
 def _spec(name, builder, input_shape, num_classes, cpu_sized, description):
@@ -52,8 +55,9 @@ def model_names():
     return list(MODELS)
 
 
-def get_spec(name: str) -> ModelSpec:
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise UserError(f"unknown model {name!r}; valid models: {', '.join(MODELS)}") from None
+def get_spec(name: str, input_shape=None, classes=None) -> ModelSpec:
+    """The spec of any --model spelling (a zoo name, keras:NAME, a saved model file, or
+    module:function / file.py:function), with --input-shape/--classes applied. TF-free."""
+    from bench.models.sources import model_spec
+
+    return model_spec(name, input_shape, classes)
