@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import json
 import os
+import typing
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -22,51 +23,90 @@ MAX_WORKERS = 64
 CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is certainly a typo
 
 
+def setting(default=None, help=None, *, cli=("run",), rank=True, row=None, choices=None, factory=None, **flag):
+    """A RunConfig field declared once: its default, its flag's help and choices, where the flag
+    is offered (``cli``: "run" = ``ralp-bench run`` and every rank, "cluster" = the driver's
+    cluster flags, "rank" = ``python -m bench.run`` only; () = no flag), whether the ranks get it
+    (``rank``), and the result-row column it fills (``row``: a name, or True for its own)."""
+    meta = {"help": help, "cli": tuple(cli), "rank": rank, "row": row, "choices": choices, "flag": flag}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
 @dataclass
 class RunConfig:
-    model: str = "alexnet_cifar"  # a zoo name, keras:NAME, a .keras/.h5 file, or module|file.py:function
-    input_shape: Optional[str] = None  # "H,W,C": the data's and a user model's input (default: the model's)
-    classes: Optional[int] = None      # the model's outputs (default: the model's)
-    model_sha256: Optional[str] = None  # the driver's hash of the model's file; every rank checks it
-    strategy: str = field(default="ralp", metadata={"rank": False})  # each rank is told the resolved one
-    workers: int = 2
-    ps: int = 1
-    ps_placement: str = "dedicated"  # sync PS: dedicated (S PS hosts) | colocated (one PS task per worker host)
-    batch_size: int = 32          # per worker
-    steps: int = 10               # timed steps (the minimum when target_ci is set)
-    target_ci: Optional[float] = None  # add steps until the median's 95% interval is within ±this share
-    max_steps: Optional[int] = None    # at most this many timed steps with target_ci (default 10 x steps)
-    time_cap: Optional[float] = None   # ... or until this many seconds of timed steps have run
-    warmup_steps: int = 2         # excluded from timing
-    learning_rate: float = 0.01
-    momentum: float = 0.9
-    seed: int = 0
-    dataset: str = "synthetic"
-    data_dir: Optional[str] = None
-    cut: Optional[str] = None     # ralp cut layer; None = the analyzer's choice
-    compression: str = "none"
-    intra_threads: Optional[int] = None
-    inter_threads: Optional[int] = None
-    step_timeout: float = 120.0   # seconds one step may take before the run is declared hung
-    train_to_accuracy: Optional[float] = None
-    eval_every: int = 0
-    hardware: Optional[str] = None   # analyzer hardware preset or JSON file (auto, predictions)
-    bandwidth: Optional[str] = None  # link rate the analyzer assumes, e.g. "1gbit"
-    # Driver-only (metadata rank=False): the ranks get the plan, not the link settings it came from;
-    # the launcher adds --network itself.
-    ps_bandwidth: Optional[str] = field(default=None, metadata={"rank": False})  # PS hosts' link rate if different
-    latency: Optional[str] = field(default=None, metadata={"rank": False})       # one-way latency assumed
-    network: Optional[str] = field(default=None, metadata={"rank": False})  # CIDR of the cluster network
-    horovod_ops: str = "gloo"      # Horovod's controller + CPU collectives: gloo | mpi (bench/hvd_init.py)
-    horovod_fusion_mb: float = 128.0  # HOROVOD_FUSION_THRESHOLD (Horovod 0.28's default: 128 MiB)
-    horovod_cycle_ms: float = 1.0     # HOROVOD_CYCLE_TIME (its default: 1 ms)
-    horovod_autotune: bool = False    # HOROVOD_AUTOTUNE: Horovod tunes fusion and cycle during the run
-    cpus_per_host: Optional[float] = None  # each host's CPU quota (emulated cluster); calibration runs under it
-    # What the cost model measures under that quota: model | hardware (RALP_CALIBRATION sets the default).
-    calibration: str = field(default_factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
-    out: Optional[str] = field(default=None, metadata={"rank": False})  # where rank 0 writes its JSON result
-    dump_weights: Optional[str] = None  # .npz of final trainable weights (tests)
-    extra: dict = field(default_factory=dict, metadata={"rank": False})
+    """Every run setting, declared once: the flags of ``ralp-bench run`` and of each rank
+    (``add_setting_arguments``), the sweep keys (bench/sweep.py), what the ranks are sent
+    (``rank_fields``) and the row's config columns (``row_fields``) all come from here."""
+    model: str = setting("alexnet_cifar", "a zoo name (see `ralp-bench models`), keras:NAME (tf.keras.applications), "
+                         "a .keras/.h5 file, or package.module:function / path/file.py:function", row=True)
+    input_shape: Optional[str] = setting(None, "H,W,C the model takes (default: the model's own)", row=True)
+    classes: Optional[int] = setting(None, "classes the model outputs (default: the model's own)", row=True)
+    # The driver's hash of a user's model file; every rank checks its own copy against it.
+    model_sha256: Optional[str] = setting(None, argparse.SUPPRESS, row=True)
+    # Each rank is told the resolved strategy (never auto), so this one is not forwarded.
+    strategy: str = setting("ralp", "strategies: " + ", ".join(STRATEGIES), rank=False, row=True)
+    workers: int = setting(2, "worker processes", row=True)
+    ps: int = setting(1, "parameter-server tasks (variables sharded over them)", row=True)
+    ps_placement: str = setting("dedicated", "sync PS layout: dedicated (--ps PS hosts) or colocated (one PS task on "
+                                "every worker host, variables sharded greedily by size, as tf_cnn_benchmarks does)",
+                                choices=PS_PLACEMENTS, row=True)
+    batch_size: int = setting(32, "images per worker per step", row=True)
+    steps: int = setting(10, "timed steps (after warm-up; the minimum with --target-ci)", row=True)
+    warmup_steps: int = setting(2, "untimed warm-up steps", row=True)
+    target_ci: Optional[float] = setting(None, "after --steps, add timed steps until the median step time's 95%% "
+                                         "interval is within ±this share of it (e.g. 0.05), up to --max-steps or "
+                                         "--time-cap", row=True)
+    max_steps: Optional[int] = setting(None, "most timed steps with --target-ci (default 10x --steps)")
+    time_cap: Optional[float] = setting(None, "with --target-ci: stop adding steps after this many seconds of "
+                                        "timed steps")
+    learning_rate: float = setting(0.01, "SGD learning rate")
+    momentum: float = setting(0.9, "SGD momentum")
+    seed: int = setting(0, "seed of the initial weights and the data")
+    dataset: str = setting("synthetic", "synthetic | mnist | digits | cifar10 | imagenet", row=True)
+    data_dir: Optional[str] = setting(None, "directory with the data set's files (cifar10, imagenet)")
+    cut: Optional[str] = setting(None, "ralp: layer after which to split (default: the analyzer's choice)")
+    compression: str = setting("none", "none | fp16 | int8 | topk:FRACTION | auto (the analyzer picks)", row=True)
+    intra_threads: Optional[int] = setting(None, "TF intra-op threads per rank (default: from cores)")
+    inter_threads: Optional[int] = setting(None, "TF inter-op threads per rank")
+    step_timeout: float = setting(120.0, "seconds a step may take before the run is declared hung")
+    train_to_accuracy: Optional[float] = setting(None, "stop when held-out top-1 reaches this",
+                                                 row="target_accuracy")
+    eval_every: int = setting(0, "evaluate every N steps (accuracy runs)")
+    hardware: Optional[str] = setting(None, "analyzer hardware preset or JSON (for auto and predictions)")
+    bandwidth: Optional[str] = setting(None, "link rate: the emulated NICs', and what the analyzer assumes, "
+                                       "e.g. 1gbit (default 1gbit emulated, 10gbit assumed elsewhere)")
+    # The link settings below reach the ranks as the plan they produce, not as flags.
+    ps_bandwidth: Optional[str] = setting(None, "PS hosts' link rate if different (emulated and assumed)",
+                                          cli=("cluster",), rank=False)
+    latency: Optional[str] = setting(None, "one-way latency of every link, e.g. 0.1ms (emulated and assumed)",
+                                     cli=("cluster",), rank=False)
+    # The launcher adds --network itself.
+    network: Optional[str] = setting(None, "CIDR of the cluster network when hosts have several NICs", rank=False)
+    horovod_ops: str = setting("gloo", "Horovod's controller and CPU collectives (gloo: blocking waits, no "
+                               "spinning; bench/hvd_init.py)", choices=("gloo", "mpi"))
+    horovod_fusion_mb: float = setting(128.0, "Horovod's tensor-fusion buffer in MiB (Horovod 0.28's own default)")
+    horovod_cycle_ms: float = setting(1.0, "Horovod's background cycle in ms (Horovod's own default)")
+    horovod_autotune: bool = setting(False, "let Horovod's autotuner pick fusion and cycle during the run "
+                                     "(warm-up steps included)")
+    cpus_per_host: Optional[float] = setting(None, "CPU cores each emulated host may use, a hard cgroup cap "
+                                             "(default: this machine's cores / hosts; 0: no cap); the "
+                                             "calibration runs under it", cli=("cluster", "rank"))
+    # What the cost model measures under that quota (RALP_CALIBRATION sets the default).
+    calibration: str = setting(None, "cost model's compute figures: the model's own step timed on one host (model) "
+                               "or conv/matmul micro-benchmarks (hardware)", choices=CALIBRATIONS,
+                               factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
+    out: Optional[str] = setting(None, "result JSON written by rank 0", cli=("rank",), rank=False)
+    dump_weights: Optional[str] = setting(None, "rank 0 saves final trainable weights (.npz)", cli=("rank",))
+    extra: dict = setting(None, cli=(), rank=False, factory=dict)
+
+    def link(self, default_bandwidth: str):
+        """The links this run's analyzer assumes (ralp/links.py): the cluster's, which the driver
+        wrote into bandwidth/ps_bandwidth/latency (bench/clusters.py), else the flags given."""
+        from ralp.links import LinkSpec
+
+        return LinkSpec.parse(self.bandwidth or default_bandwidth, self.ps_bandwidth, self.latency)
 
     def model_spec(self):
         """The model as every layer sees it (bench/models/registry.py), TF-free."""
@@ -99,6 +139,12 @@ class RunConfig:
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def row_fields(cls):
+        """(field, row column) of the settings a result row records."""
+        return [(f.name, f.name if f.metadata["row"] is True else f.metadata["row"])
+                for f in dataclasses.fields(cls) if f.metadata.get("row")]
 
     @classmethod
     def rank_fields(cls):
@@ -178,57 +224,30 @@ class RunConfig:
 
 
 def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
-    """Flags shared by `ralp-bench run` and `python -m bench.run`."""
-    d = RunConfig()
-    p.add_argument("--model", default=d.model,
-                   help=f"a zoo name (default {d.model}; see `ralp-bench models`), keras:NAME (tf.keras.applications), "
-                        "a .keras/.h5 file, or package.module:function / path/file.py:function")
-    p.add_argument("--input-shape", default=None, help="H,W,C the model takes (default: the model's own)")
-    p.add_argument("--classes", type=int, default=None, help="classes the model outputs (default: the model's own)")
-    p.add_argument("--model-sha256", default=None, help=argparse.SUPPRESS)  # set by the driver for the ranks
-    p.add_argument("--strategy", default=d.strategy,
-                   help=("comma-separated list of " if multi_strategy else "") + f"strategies: {', '.join(STRATEGIES)}")
-    p.add_argument("--workers", type=int, default=d.workers, help="worker processes (default 2)")
-    p.add_argument("--ps", type=int, default=d.ps, help="parameter-server tasks (variables sharded over them)")
-    p.add_argument("--ps-placement", default=None, choices=PS_PLACEMENTS,
-                   help="sync PS layout: dedicated (default: --ps PS hosts) or colocated (one PS task on every "
-                        "worker host, variables sharded greedily by size, as tf_cnn_benchmarks does)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="images per worker per step")
-    p.add_argument("--steps", type=int, default=d.steps, help="timed steps (after warm-up)")
-    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="untimed warm-up steps")
-    p.add_argument("--target-ci", type=float, default=None,
-                   help="after --steps, add timed steps until the median step time's 95%% interval is within "
-                        "±this share of it (e.g. 0.05), up to --max-steps or --time-cap")
-    p.add_argument("--max-steps", type=int, default=None, help="most timed steps with --target-ci (default 10x --steps)")
-    p.add_argument("--time-cap", type=float, default=None,
-                   help="with --target-ci: stop adding steps after this many seconds of timed steps")
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
-    p.add_argument("--momentum", type=float, default=d.momentum)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--dataset", default=d.dataset, help="synthetic | mnist | cifar10 | imagenet")
-    p.add_argument("--data-dir", default=None, help="directory with the data set's files (cifar10, imagenet)")
-    p.add_argument("--cut", default=None, help="ralp: layer after which to split (default: the analyzer's choice)")
-    p.add_argument("--compression", default=d.compression, help="none | fp16 | int8 | topk:FRACTION | auto (the analyzer picks)")
-    p.add_argument("--intra-threads", type=int, default=None, help="TF intra-op threads per rank (default: from cores)")
-    p.add_argument("--inter-threads", type=int, default=None, help="TF inter-op threads per rank")
-    p.add_argument("--step-timeout", type=float, default=d.step_timeout,
-                   help="seconds a step may take before the run is declared hung")
-    p.add_argument("--train-to-accuracy", type=float, default=None, help="stop when held-out top-1 reaches this")
-    p.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (accuracy runs)")
-    p.add_argument("--hardware", default=None, help="analyzer hardware preset or JSON (for auto and predictions)")
-    p.add_argument("--bandwidth", default=None, help="link rate the analyzer assumes, e.g. 10gbit")
-    p.add_argument("--network", default=None, help="CIDR of the cluster network when hosts have several NICs")
-    p.add_argument("--horovod-ops", default=None, choices=("gloo", "mpi"),
-                   help="Horovod's controller and CPU collectives (default gloo: blocking waits, no spinning)")
-    p.add_argument("--horovod-fusion-mb", type=float, default=None,
-                   help="Horovod's tensor-fusion buffer in MiB (default 128, Horovod's own)")
-    p.add_argument("--horovod-cycle-ms", type=float, default=None,
-                   help="Horovod's background cycle in ms (default 1, Horovod's own)")
-    p.add_argument("--horovod-autotune", action="store_const", const=True, default=None,
-                   help="let Horovod's autotuner pick fusion and cycle during the run (warm-up steps included)")
-    p.add_argument("--calibration", default=None, choices=CALIBRATIONS,
-                   help="cost model's compute figures: the model's own step timed on one host (model, default) "
-                        "or conv/matmul micro-benchmarks (hardware)")
+    """Flags shared by `ralp-bench run` and `python -m bench.run`, from RunConfig's fields."""
+    add_setting_arguments(p, "run", multi_strategy)
+
+
+def add_setting_arguments(p: argparse.ArgumentParser, where: str, multi_strategy: bool = False):
+    """A flag for every RunConfig field offered ``where`` ("run", "cluster", "rank"); defaults stay
+    None so ``RunConfig.from_args`` keeps the field's own default (shown in the help)."""
+    for f in dataclasses.fields(RunConfig):
+        meta = f.metadata
+        if where not in meta.get("cli", ()):
+            continue
+        kind = next((t for t in typing.get_args(f.type) if t is not type(None)), f.type)
+        default = f.default if f.default is not dataclasses.MISSING else None
+        text = meta["help"]
+        if f.name == "strategy" and multi_strategy:
+            text = "comma-separated list of " + text
+        if text not in (None, argparse.SUPPRESS) and default not in (None, False):
+            text += f" (default {default})"
+        kwargs = dict(default=None, help=text, **meta["flag"])
+        if kind is bool:
+            kwargs.update(action="store_const", const=True)
+        else:
+            kwargs.update(type=kind if kind in (int, float) else str, choices=meta.get("choices"))
+        p.add_argument("--" + f.name.replace("_", "-"), **kwargs)
 
 
 def check_repeats(repeats) -> int:

@@ -107,13 +107,9 @@ def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = Non
 
 
 def _config_fields(cfg: RunConfig) -> Dict:
-    return {"model": cfg.model, "input_shape": cfg.input_shape, "classes": cfg.classes,
-            "model_sha256": cfg.model_sha256, "dataset": cfg.dataset, "batch_size": cfg.batch_size,
-            "global_batch": cfg.global_batch, "workers": cfg.workers, "ps": cfg.ps, "ps_placement": cfg.ps_placement,
-            "strategy": cfg.strategy,
-            "compression": cfg.compression, "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
-            "target_ci": cfg.target_ci,
-            "target_accuracy": cfg.train_to_accuracy}
+    """The row's config columns: the settings RunConfig marks for the row, and the global batch."""
+    return {**{column: getattr(cfg, name) for name, column in RunConfig.row_fields()},
+            "global_batch": cfg.global_batch}
 
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:

@@ -63,8 +63,7 @@ def hardware_for(cfg: RunConfig):
         from bench.calibration import hardware_under
 
         spec = hardware_under(cfg.cpus_per_host or None)
-    return load_hardware(spec, bandwidth=cfg.bandwidth or DEFAULT_BANDWIDTH, ps_bandwidth=cfg.ps_bandwidth,
-                         latency=cfg.latency)
+    return load_hardware(spec, **cfg.link(DEFAULT_BANDWIDTH).hardware_overrides())
 
 
 def timing_for(cfg: RunConfig):

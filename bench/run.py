@@ -10,17 +10,14 @@ import argparse
 import os
 import sys
 
-from bench.config import RunConfig, add_run_arguments
+from bench.config import RunConfig, add_run_arguments, add_setting_arguments
 from bench.errors import UserError
 
 
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     add_run_arguments(p)
-    p.add_argument("--out", default=None, help="result JSON written by rank 0")
-    p.add_argument("--dump-weights", default=None, help="rank 0 saves final trainable weights (.npz)")
-    p.add_argument("--cpus-per-host", type=float, default=None,
-                   help="the CPU quota of each host (what the calibration for auto is measured under)")
+    add_setting_arguments(p, "rank")  # --out, --dump-weights, --cpus-per-host
     cfg = RunConfig.from_args(p.parse_args(argv)).validate()
     from socket import gethostname
 

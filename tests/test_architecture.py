@@ -82,6 +82,30 @@ def test_every_rank_setting_reaches_the_ranks():
     assert driver_only == {"strategy", "ps_bandwidth", "latency", "network", "out", "extra"}
 
 
+def test_run_settings_are_declared_once_for_flags_ranks_sweeps_and_rows():
+    """RunConfig's field metadata makes the flags of both parsers, the sweep keys and the row's
+    config columns: a new setting is one field, and none of them can fall out of step."""
+    import argparse
+    from dataclasses import fields
+
+    from bench.config import RunConfig, add_setting_arguments
+    from bench.result_schema import FIELD_TYPES
+    from bench.run import parse
+    from bench.sweep import RUN_KEYS
+
+    declared = {f.name: f.metadata["cli"] for f in fields(RunConfig)}
+    for where in ("run", "cluster", "rank"):
+        p = argparse.ArgumentParser()
+        add_setting_arguments(p, where)
+        flags = {a.dest for a in p._actions if a.dest != "help"}
+        assert flags == {name for name, cli in declared.items() if where in cli}, where
+    assert all(column in FIELD_TYPES for _, column in RunConfig.row_fields())
+    assert ("train_to_accuracy", "target_accuracy") in RunConfig.row_fields()
+    assert {"model", "input_shape", "compression", "horovod_fusion_mb"} <= RUN_KEYS
+    ranked = parse(["--model", "lenet_mnist", "--cpus-per-host", "0.5", "--out", "/tmp/x.json"])
+    assert (ranked.model, ranked.cpus_per_host, ranked.out) == ("lenet_mnist", 0.5, "/tmp/x.json")
+
+
 def test_the_rank_result_is_typed_and_refuses_what_it_does_not_know():
     from bench.rank_result import RankResult
 

@@ -312,7 +312,7 @@ def test_cli_round_trip_and_manual_cluster_survives_stale_cleanup(capsys):
 
 
 def test_parsers():
-    from bench.commands.cluster import parse_bandwidth, parse_latency
+    from ralp.hardware import parse_bandwidth, parse_latency
     assert parse_bandwidth("1gbit") == 1e9
     assert parse_bandwidth("100mbit") == 1e8
     assert parse_bandwidth("1.5gbit") == 1.5e9

@@ -11,7 +11,8 @@ from bench.errors import UserError
 from bench.launch import netns as nx
 from bench.launch.emulated_cluster import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
                                    find_stale, owner_alive, read_states)
-from ralp.hardware import format_bandwidth, parse_bandwidth, parse_latency  # one parser for the whole suite
+from ralp.hardware import format_bandwidth
+from ralp.links import LinkSpec  # one parser for the whole suite
 
 
 def register(subparsers):
@@ -47,9 +48,8 @@ def run(args):
 
 
 def _up(args):
-    bandwidth = parse_bandwidth(args.bandwidth)
-    ps_bandwidth = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
-    cluster = EmulatedCluster(args.hosts, bandwidth, parse_latency(args.latency), ps_bandwidth,
+    link = LinkSpec.parse(args.bandwidth, args.ps_bandwidth, args.latency)
+    cluster = EmulatedCluster(args.hosts, link.worker_bps, link.latency_s, link.ps_bps,
                               name=args.name, manual=True, cpus_per_host=args.cpus_per_host)
     cluster.up()
     cpus = f"{cluster.cpus_per_host:.2f} cores each (cgroup cap)" if cluster.cpus_per_host else "no CPU cap"

@@ -6,7 +6,7 @@ bytes) or ``hosts --hostfile F`` (a real cluster through mpirun).
 """
 import sys
 
-from bench.config import RunConfig, add_run_arguments
+from bench.config import RunConfig, add_run_arguments, add_setting_arguments
 from bench.errors import UserError
 
 
@@ -20,14 +20,10 @@ def register(subparsers):
 def add_cluster_arguments(p):
     p.add_argument("--cluster", default="auto", choices=["auto", "emulated", "local", "hosts"],
                    help="where ranks run (default: emulated when possible, else local)")
-    p.add_argument("--latency", default="0", help="emulated one-way latency, e.g. 0.1ms")
-    p.add_argument("--ps-bandwidth", default=None, help="emulated PS-host link rate (default: --bandwidth)")
+    add_setting_arguments(p, "cluster")  # --ps-bandwidth, --latency, --cpus-per-host (RunConfig's)
     p.add_argument("--hostfile", default=None, help="--cluster hosts: Open MPI hostfile ('node slots=N')")
     p.add_argument("--scale-to", default=None,
                    help="emulated: set link rates so this machine's compute/network ratio matches a preset")
-    p.add_argument("--cpus-per-host", type=float, default=None,
-                   help="emulated: CPU cores each host may use, a hard cgroup cap (default: this machine's "
-                        "cores / hosts; 0: no cap)")
     p.add_argument("--no-link-check", action="store_true",
                    help="emulated: skip measuring the link efficiency of each strategy's traffic pattern")
     p.add_argument("--repeats", type=int, default=None,
@@ -40,7 +36,7 @@ def add_cluster_arguments(p):
 
 def configs_from_args(args):
     base = RunConfig.from_args(args)
-    strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
+    strategies = [s.strip() for s in base.strategy.split(",") if s.strip()]
     if not strategies:
         raise UserError("--strategy is empty; give e.g. ps,horovod,ralp")
     from bench.planning import settle_model
@@ -56,58 +52,6 @@ def configs_from_args(args):
     return out
 
 
-def apply_cluster(cfg, launcher, bandwidth):
-    """What the analyzer must assume for ``cfg`` on this cluster: its link rates, latency and
-    per-host CPU quota. An emulated cluster's links are built once (the launcher's, scaled or
-    not) and are what the cost model and the row read; elsewhere --bandwidth (``bandwidth``)
-    and the hardware's."""
-    fields = launcher.cluster_fields()
-    emulated = fields.get("cluster_mode") == "emulated"
-    cfg.bandwidth = f"{fields['link_bps']:.0f}" if emulated else bandwidth
-    cfg.cpus_per_host = fields.get("cpus_per_host")
-    cfg.latency = f"{fields['latency_s']:g}" if emulated else None
-    ps_link = fields.get("ps_link_bps")
-    cfg.ps_bandwidth = f"{ps_link:.0f}" if emulated and ps_link and ps_link != fields.get("link_bps") else None
-
-
-def make_launcher(args, workers: int, ps: int):
-    """Pick and configure the launcher; errors here come before anything starts."""
-    from ralp.hardware import parse_bandwidth, parse_latency
-
-    mode = args.cluster
-    if mode == "auto":
-        from bench.launch.netns import can_emulate
-
-        ok, reason = can_emulate()
-        mode = "emulated" if ok else "local"
-        if not ok:
-            print(f"ralp-bench: note: no emulated cluster ({reason}); running locally over loopback",
-                  file=sys.stderr)
-    if mode == "local":
-        from bench.launch.local import LocalLauncher
-
-        return LocalLauncher()
-    if mode == "hosts":
-        from bench.launch.hosts import HostsLauncher
-
-        return HostsLauncher(args.hostfile, args.network,
-                             parse_bandwidth(args.bandwidth) if args.bandwidth else None)
-    from bench.launch.emulated_launcher import EmulatedLauncher
-    from bench.scaling import scaled_link
-
-    from bench.launch.emulated_cluster import default_cpus_per_host
-
-    cpus = getattr(args, "cpus_per_host", None)
-    cpus = default_cpus_per_host(ps + workers) if cpus is None else float(cpus)
-    bandwidth = parse_bandwidth(args.bandwidth or "1gbit")
-    scaled_to = None
-    if args.scale_to:
-        bandwidth, scaled_to = scaled_link(args.scale_to, workers, cpus), args.scale_to
-    ps_bw = parse_bandwidth(args.ps_bandwidth) if args.ps_bandwidth else None
-    return EmulatedLauncher(workers, ps, bandwidth, parse_latency(args.latency), ps_bw, scaled_to,
-                            cpus_per_host=cpus, link_check=not getattr(args, "no_link_check", False))
-
-
 def run(args):
     from bench.data import validate_data
     from bench.harness import run_many
@@ -115,9 +59,11 @@ def run(args):
 
     configs = configs_from_args(args)
     validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
+    from bench.clusters import apply_cluster, make_launcher
+
     launcher = make_launcher(args, configs[0].workers, configs[0].ps)
     for cfg in configs:
-        apply_cluster(cfg, launcher, args.bandwidth)
+        apply_cluster(cfg, launcher)
     from bench.config import check_repeats
 
     repeats = check_repeats(args.repeats)

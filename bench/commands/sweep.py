@@ -73,7 +73,7 @@ CLUSTER_UP_S = 10.0  # bringing an emulated cluster up and probing its links, on
 
 def _dry_run(sweep, args):
     """List the points with each one's predicted step and duration, and the sweep's total."""
-    from bench.commands.run import apply_cluster, make_launcher
+    from bench.clusters import apply_cluster, make_launcher
 
     total = 0.0
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
@@ -84,7 +84,7 @@ def _dry_run(sweep, args):
         total += CLUSTER_UP_S
         for point in group:
             cfg = point.config
-            apply_cluster(cfg, launcher, cluster_args.bandwidth)
+            apply_cluster(cfg, launcher)
             step = predicted_step_s(cfg)
             seconds = STARTUP_S + (cfg.warmup_steps + expected_steps(cfg, step)) * step if step else None
             total += (seconds or STARTUP_S) * sweep.repeats
@@ -122,7 +122,7 @@ def predicted_step_s(cfg):
 
 
 def _run_points(sweep, args, journal, progress):
-    from bench.commands.run import apply_cluster
+    from bench.clusters import apply_cluster
     from bench.harness import run_one
 
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
@@ -134,7 +134,7 @@ def _run_points(sweep, args, journal, progress):
             continue
         todo = []
         for point in group:
-            apply_cluster(point.config, launcher, cluster_args.bandwidth)
+            apply_cluster(point.config, launcher)
         # Repeats interleaved (A B C A B C), so drift over the sweep hits every point alike.
         for repeat in range(sweep.repeats):
             for point in group:
@@ -206,7 +206,7 @@ def _cluster_args(args, point):
 
 
 def _launcher_or_failed_rows(cluster_args, group, journal, progress):
-    from bench.commands.run import make_launcher
+    from bench.clusters import make_launcher
     from bench.errors import UserError
     from bench.harness import failed_row
 

@@ -76,6 +76,7 @@ class LaunchSpec:
 
 class Launcher(abc.ABC):
     mode = "?"
+    link = None  # the LinkSpec (ralp/links.py) of the cluster's NICs, where the launcher knows it
 
     def __enter__(self):
         return self

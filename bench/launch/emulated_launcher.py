@@ -6,23 +6,24 @@ strategy moves between roles crosses a shaped NIC. mpirun runs inside host 0.
 """
 import os
 import sys
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 from bench.launch.base import LaunchSpec, Launcher, place_ranks
 from bench.launch.emulated_cluster import EmulatedCluster
+from ralp.links import LinkSpec
 
 
 class EmulatedLauncher(Launcher):
     mode = "emulated"
 
-    def __init__(self, workers: int, ps: int, bandwidth_bps: float, latency_s: float = 0.0,
-                 ps_bandwidth_bps: Optional[float] = None, scaled_to: Optional[str] = None, name: Optional[str] = None,
+    def __init__(self, workers: int, ps: int, link: Union[LinkSpec, float], name: Optional[str] = None,
                  cpus_per_host: Optional[float] = None, link_check: bool = True):
+        """``link``: the cluster's LinkSpec (a bare number: every NIC at that many bit/s)."""
         # One cluster name per process, so two runs on one machine never collide.
         name = name or f"ralp{os.getpid() % 100000}"
-        self.cluster = EmulatedCluster(ps + workers, bandwidth_bps, latency_s, ps_bandwidth_bps, name=name,
-                                       cpus_per_host=cpus_per_host)
-        self.scaled_to = scaled_to
+        self.link = link if isinstance(link, LinkSpec) else LinkSpec(float(link))
+        self.cluster = EmulatedCluster(ps + workers, self.link.worker_bps, self.link.latency_s, self.link.ps_bps,
+                                       name=name, cpus_per_host=cpus_per_host)
         self.link_check = link_check
         self._efficiency: Dict[str, float] = {}
 
@@ -49,9 +50,8 @@ class EmulatedLauncher(Launcher):
 
     def cluster_fields(self) -> Dict:
         c = self.cluster
-        return {"cluster_mode": "emulated", "hosts": len(c.hosts), "link_bps": c.bandwidth_bps,
-                "ps_link_bps": c.ps_bandwidth_bps or c.bandwidth_bps, "latency_s": c.latency_s,
-                "scaled_to": self.scaled_to, "cpus_per_host": c.cpus_per_host or None}
+        return {"cluster_mode": "emulated", "hosts": len(c.hosts), **self.link.row_fields(),
+                "cpus_per_host": c.cpus_per_host or None}
 
     def link_fields(self, pattern: Optional[str]) -> Dict:
         """The measured efficiency of traffic ``pattern`` (link_probe.PATTERNS; once per cluster)."""

@@ -38,10 +38,11 @@ def read_hostfile(path: str) -> List[Tuple[str, int]]:
 class HostsLauncher(Launcher):
     mode = "hosts"
 
-    def __init__(self, hostfile: str, network: Optional[str] = None, link_bps: Optional[float] = None):
+    def __init__(self, hostfile: str, network: Optional[str] = None, link=None):
+        """``link``: the LinkSpec the user states for the real NICs (None: not stated)."""
         self.hosts = read_hostfile(hostfile)
         self.network = network
-        self.link_bps = link_bps
+        self.link = link
 
     def spec(self, layout, rank_argv) -> LaunchSpec:
         counts = place_ranks(layout, [s for _, s in self.hosts])
@@ -56,5 +57,5 @@ class HostsLauncher(Launcher):
         return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv)
 
     def cluster_fields(self) -> Dict:
-        return {"cluster_mode": "hosts", "hosts": len(self.hosts), "link_bps": self.link_bps,
-                "ps_link_bps": self.link_bps, "latency_s": None}
+        links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}
+        return {"cluster_mode": "hosts", "hosts": len(self.hosts), **links}

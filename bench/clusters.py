@@ -1,0 +1,62 @@
+"""The driver's cluster: which launcher a run or a sweep point gets, and what the analyzer
+must assume on it. Shared by `ralp-bench run`, `sweep` and asv; the links are a LinkSpec
+(ralp/links.py) built here once, from the flags or a sweep point's keys.
+"""
+import sys
+
+from bench.errors import UserError
+from ralp.links import LinkSpec
+
+
+def link_from_args(args, workers: int, cpus_per_host) -> LinkSpec:
+    """--bandwidth/--ps-bandwidth/--latency/--scale-to, parsed once (default 1 Gbit/s)."""
+    link = LinkSpec.parse(args.bandwidth or "1gbit", getattr(args, "ps_bandwidth", None),
+                          getattr(args, "latency", None))
+    if getattr(args, "scale_to", None):
+        from dataclasses import replace
+
+        from bench.scaling import scaled_link
+
+        link = replace(link, worker_bps=scaled_link(args.scale_to, workers, cpus_per_host), scaled_to=args.scale_to)
+    return link
+
+
+def make_launcher(args, workers: int, ps: int):
+    """Pick and configure the launcher; errors here come before anything starts."""
+    mode = args.cluster
+    if mode == "auto":
+        from bench.launch.netns import can_emulate
+
+        ok, reason = can_emulate()
+        mode = "emulated" if ok else "local"
+        if not ok:
+            print(f"ralp-bench: note: no emulated cluster ({reason}); running locally over loopback",
+                  file=sys.stderr)
+    if mode == "local":
+        from bench.launch.local import LocalLauncher
+
+        return LocalLauncher()
+    if mode == "hosts":
+        from bench.launch.hosts import HostsLauncher
+
+        link = link_from_args(args, workers, None) if args.bandwidth else None
+        return HostsLauncher(args.hostfile, args.network, link)
+    if mode != "emulated":
+        raise UserError(f"--cluster must be auto, emulated, local or hosts; got {mode!r}")
+    from bench.launch.emulated_cluster import default_cpus_per_host
+    from bench.launch.emulated_launcher import EmulatedLauncher
+
+    cpus = getattr(args, "cpus_per_host", None)
+    cpus = default_cpus_per_host(ps + workers) if cpus is None else float(cpus)
+    return EmulatedLauncher(workers, ps, link_from_args(args, workers, cpus), cpus_per_host=cpus,
+                            link_check=not getattr(args, "no_link_check", False))
+
+
+def apply_cluster(cfg, launcher):
+    """What the analyzer must assume for ``cfg`` on this cluster: the launcher's links where it
+    knows them (emulated: as built, scaled or not; hosts: as stated), else the run's own link
+    flags; and the per-host CPU quota the calibration runs under."""
+    if launcher.link is not None:
+        for name, value in launcher.link.flags().items():
+            setattr(cfg, name, value)
+    cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
