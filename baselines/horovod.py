@@ -21,7 +21,7 @@ import tensorflow as tf
 from bench.models import get_model
 from bench.optim import MomentumSGD
 from bench.strategy import Strategy, batch_indices_for, loss_fn, top1
-from ralp.compression import ErrorFeedback, Float16, NoCompression, TopK, get_codec
+from bench.codecs import ErrorFeedback, Float16, NoCompression, TopK, get_codec
 
 
 class HorovodAllreduce(Strategy):

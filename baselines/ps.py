@@ -19,7 +19,7 @@ import tensorflow as tf
 from bench.models import get_model
 from bench.optim import MomentumSGD
 from bench.strategy import Strategy, batch_indices_for, loss_fn, top1, variables_on_ps
-from ralp.compression import Transport
+from bench.codecs import Transport
 
 
 def dense(gradient):

@@ -20,7 +20,7 @@ per worker, W workers, S PS tasks):
 P counts every variable, non-trainable batch-norm statistics included: under a PS
 they live on the PS and are read (pulled) and updated (pushed) every step.
 
-Compression (``compression=``, the codecs of ralp/compression.py): what is encoded
+Compression (``compression=``, the codecs of bench/codecs.py): what is encoded
 where follows the strategies' code. Gradient pushes (ps, ralp's tower) are encoded
 on the worker and decoded on the PS; parameter pulls stay fp32. RALP's activations
 and activation gradients use fp16/int8 (encoded by the sender, decoded by the

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from baselines.ps import InGraphStrategy, dense
 from bench.strategy import loss_fn
-from ralp.compression import Transport
+from bench.codecs import Transport
 from ralp.cut import split_model
 
 

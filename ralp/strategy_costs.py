@@ -60,7 +60,7 @@ def _activation_bytes(values: float, compression) -> float:
 
 
 # Elementwise passes per element of the dense tensor (encode, decode), measured with
-# ralp/compression.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
+# bench/codecs.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
 # varied by ~30%): one pass is a multiply-and-sum over the tensor, ~2.1 ns per element there.
 # Top-k's encode includes its error feedback (add the residual, select, gather, rebuild what
 # was sent, update the residual); its decode fills the dense tensor and scatters into it.

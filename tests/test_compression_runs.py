@@ -116,7 +116,7 @@ def uncompressed():
 def test_scaled_fp16_keeps_small_gradients_that_plain_fp16_flushes():
     import tensorflow as tf
 
-    from ralp.compression import Float16, ScaledFloat16
+    from bench.codecs import Float16, ScaledFloat16
 
     x = (np.random.default_rng(0).normal(size=4000) * 1e-6).astype(np.float32)  # typical mean-loss grads
     scaled, plain = ScaledFloat16(), Float16()
@@ -135,7 +135,7 @@ TRANSPORT_SCRIPT = """
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from ralp.compression import Transport
+from bench.codecs import Transport
 out = {}
 for spec in ("none", "fp16", "int8", "topk:0.5"):
     transport = Transport(spec)
