@@ -111,6 +111,17 @@ def resolve(cfg: RunConfig) -> Resolved:
 
     The launcher calls this to start the right ranks and record the plan; rank 0 of a
     direct mpirun calls it too, so both paths agree."""
+    from bench.strategy_specs import SPECS
+
+    splits = cfg.strategy in SPECS and SPECS[cfg.strategy].splits
+    if cfg.strategy != "ralp" and splits and cfg.compression != "auto":
+        # The hybrid placement splits where RALP's FC head starts (the analyzer does not search
+        # its cuts yet), or at --cut.
+        cut = cfg.cut or model_profile(cfg.model_spec()).first_dense_cut()
+        if cut is None:
+            raise UserError(f"{cfg.model} has no cut point before a dense layer; {cfg.strategy} cannot split it "
+                            f"(use --strategy ps or horovod)")
+        return Resolved(cfg.strategy, cut, cfg.compression)
     if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
         return Resolved(cfg.strategy, None, cfg.compression)
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":

@@ -29,6 +29,7 @@ class StrategySpec:
     one_batch_per_step: bool = False  # a step trains one batch, not W (the one-process reference)
     colocatable: bool = False        # --ps-placement colocated applies (a PS task on every worker host)
     link_pattern: Optional[str] = None  # its traffic's shape, probed on emulated links (bench/launch/link_probe.py)
+    splits: bool = False             # runs the model split at a cut (the analyzer's, or --cut)
 
     def pattern_for(self, ps_placement: str = "dedicated") -> Optional[str]:
         """The traffic pattern a run of this strategy puts on the links: colocated PS tasks make
@@ -63,7 +64,10 @@ for _spec in (
     StrategySpec("horovod", "baselines.horovod:HorovodAllreduce", "workers", "Horovod ring all-reduce",
                  "#1f77b4", priced_as="horovod", link_pattern="all-reduce"),
     StrategySpec("ralp", "ralp.placement:LayerPlacement", "tf", "FC layers on the PS (RALP)", "#2ca02c",
-                 priced_as="ralp", link_pattern="fan-in"),
+                 priced_as="ralp", link_pattern="fan-in", splits=True),
+    StrategySpec("ralp-hybrid", "ralp.hybrid:HybridPlacement", "tf",
+                 "conv tower all-reduced among the workers, FC layers on the PS (hybrid)", "#9467bd",
+                 priced_as="ralp-hybrid", codecs=False, link_pattern="fan-in", splits=True),
 ):
     register(_spec)
 

@@ -55,12 +55,16 @@ from typing import Dict, Optional
 from bench.errors import UserError
 from ralp.hardware import Hardware
 from ralp.strategy_costs import (  # noqa: F401 (re-exported)
-    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, TRAIN_FLOPS_FACTOR, UPDATE_PASSES, Setting, StepCost,
-    _compute_seconds, parse_compression)
+    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, UPDATE_PASSES,
+    Setting, StepCost, _compute_seconds, parse_compression)
 
-STRATEGIES = tuple(COST_FUNCTIONS)  # ps, horovod, ralp: one cost function each (ralp/strategy_costs.py)
+PRICED = tuple(COST_FUNCTIONS)  # one cost function each (ralp/strategy_costs.py)
+# What the analyzer searches (auto's candidates). The hybrid placement is priced for every row
+# that runs it but not yet searched (issue 17: its measured wins come first).
+STRATEGIES = ("ps", "horovod", "ralp")
 PS_PLACEMENTS = ("dedicated", "colocated")  # S PS hosts | one PS task on every worker host
-STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)"}
+STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)",
+                   "ralp-hybrid": "hybrid: tower all-reduced, FC on PS"}
 BOTTLENECKS = ("worker compute", "PS compute", "PS link", "worker link")
 
 
@@ -138,8 +142,8 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     _check_positive("workers", workers)
     _check_positive("batch size", batch_size)
     _check_positive("ps", ps)
-    if strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+    if strategy not in PRICED:
+        raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(PRICED)}")
     comp = parse_compression(compression)
     if timing is not None:
         hardware = model_hardware(profile, timing, hardware)
@@ -147,7 +151,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
-                      cut if strategy == "ralp" else None, ps_placement)
+                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement)
     cost = COST_FUNCTIONS[strategy](setting)
     prediction = _assemble(strategy, cost.cut, workers, batch_size, hardware, cost.phases, cost.worker_fwd,
                            cost.worker_bwd, cost.ps_compute, overlap, cost.worker_codec, cost.ps_codec, cost.stages)

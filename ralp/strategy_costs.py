@@ -231,5 +231,33 @@ def fc_on_ps_cost(s: Setting) -> StepCost:
         cut=cut)
 
 
+def hybrid_cost(s: Setting) -> StepCost:
+    """Hybrid (ralp/hybrid.py): the tower data-parallel, its gradients ring-all-reduced among the
+    workers (fused into one buffer: a copy in and out, (W-1)/W sums, every replica's update);
+    the head on PS task 0, fed by activations. The PS link carries activations only. fp32."""
+    profile, W, B, timing = s.profile, s.W, s.B, s.timing
+    cut = s.cut or profile.first_dense_cut()
+    if cut is None:
+        raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
+    p_tower, p_head, floats, f_tower, f_head = profile.split_sizes(cut)
+    head_dense = profile.head_dense_flops(cut)
+    tower_train = TRAIN_FLOPS_FACTOR * B * _compute_seconds(f_tower, profile.dense_flops - head_dense, s.hardware)
+    head_train = TRAIN_FLOPS_FACTOR * W * B * f_head / s.hardware.ps_flops
+    if timing is not None and timing.cut == cut and timing.batch_size == B and timing.workers == W:
+        tower_train, head_train = timing.tower_s, timing.head_s
+    acts = 4.0 * B * floats
+    phases = [_Phase("send activations", worker_tx=acts, ps_rx=acts * W),
+              _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W)]
+    worker_bwd = tower_train * 2 / 3 + s.passes(p_tower, UPDATE_PASSES)
+    if W > 1:
+        ring = 2.0 * (W - 1) / W * 4.0 * p_tower
+        phases.append(_Phase("ring all-reduce tower gradients", worker_tx=ring, worker_rx=ring,
+                             latency_hops=2 * (W - 1)))
+        worker_bwd += s.passes(p_tower, FUSION_PASSES + (W - 1) / W)
+    return StepCost(phases, tower_train / 3, worker_bwd,
+                    ps_compute=head_train + s.passes(p_head, UPDATE_PASSES), cut=cut)
+
+
 COST_FUNCTIONS: Dict[str, Callable[[Setting], StepCost]] = {
-    "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost}
+    "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost, "ralp-hybrid": hybrid_cost}
+SPLIT_STRATEGIES = ("ralp", "ralp-hybrid")  # priced at a cut

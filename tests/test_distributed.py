@@ -59,11 +59,11 @@ def reference():
     return reference_weights(WARMUP + STEPS)
 
 
-@pytest.mark.parametrize("strategy", ["ps", "ps-colocated", "horovod", "ralp"])
+@pytest.mark.parametrize("strategy", ["ps", "ps-colocated", "horovod", "ralp", "ralp-hybrid"])
 def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
     dump = str(tmp_path / "weights.npz")
     placement = "colocated" if strategy == "ps-colocated" else "dedicated"
-    cfg = RunConfig(model=MODEL, strategy=strategy.split("-")[0], ps_placement=placement, workers=2,
+    cfg = RunConfig(model=MODEL, strategy=strategy.replace("ps-colocated", "ps"), ps_placement=placement, workers=2,
                     batch_size=BATCH, steps=STEPS, warmup_steps=WARMUP, learning_rate=LR, dataset="mnist",
                     dump_weights=dump).validate()
     row = run_one(cfg, LocalLauncher())
@@ -73,7 +73,7 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
     from bench.models import get_model
     initial = [v.numpy() for v in get_model(MODEL, seed=0).trainable_variables]
     assert max(np.abs(w - i).max() for w, i in zip(weights, initial)) > 1e-3
-    if strategy == "ralp":
+    if strategy.startswith("ralp"):
         assert row["cut_layer"] == "flatten"
 
 

@@ -31,9 +31,9 @@ def four_worker_rows():
 
     rows = {}
     with EmulatedLauncher(4, 1, 1e9) as launcher:
-        for strategy in ("ps", "ralp", "ps-colocated", "single"):
+        for strategy in ("ps", "ralp", "ps-colocated", "single", "ralp-hybrid"):
             placement = "colocated" if strategy == "ps-colocated" else "dedicated"
-            cfg = RunConfig(model="alexnet_cifar", strategy=strategy.split("-")[0], ps_placement=placement,
+            cfg = RunConfig(model="alexnet_cifar", strategy=strategy.replace("ps-colocated", "ps"), ps_placement=placement,
                             workers=4, batch_size=16, steps=3, warmup_steps=1, bandwidth="1gbit").validate()
             rows[strategy] = run_one(cfg, launcher)
     return rows
@@ -69,7 +69,22 @@ def test_ralp_moves_at_most_a_fifth_of_ps_bytes_on_the_ps_link(four_worker_rows)
     assert ps["bytes_ps_measured"] == pytest.approx(8 * params * 4, rel=0.10)
 
 
-@pytest.mark.parametrize("strategy", ["ps", "ralp"])
+def test_hybrid_puts_only_activations_on_the_ps_link(four_worker_rows):
+    """ralp-hybrid: 4 B A floats up and as many down per worker, W of them on the PS host; the
+    tower's gradients go round the workers' ring (2(W-1)/W x 4 P_tower each way per worker)."""
+    from bench.planning import model_profile
+
+    row = four_worker_rows["ralp-hybrid"]
+    assert row["status"] == "ok", row["failure"]
+    p_tower, _, floats, _, _ = model_profile("alexnet_cifar").split_sizes(row["cut_layer"])
+    workers, batch = 4, 16
+    assert row["bytes_ps_measured"] == pytest.approx(2 * 4 * workers * batch * floats, rel=0.10)
+    ring = 2 * (workers - 1) / workers * 4 * p_tower
+    assert row["bytes_worker_measured"] == pytest.approx(2 * (4 * batch * floats + ring), rel=0.10)
+    assert row["bytes_ps_measured"] < four_worker_rows["ralp"]["bytes_ps_measured"] / 2
+
+
+@pytest.mark.parametrize("strategy", ["ps", "ralp", "ralp-hybrid"])
 def test_measured_bytes_within_ten_percent_of_the_cost_model(four_worker_rows, strategy):
     row = four_worker_rows[strategy]
     for role in ("ps", "worker"):
