@@ -2,7 +2,8 @@
 # One-command install for a fresh Debian machine (run as root).
 #
 # What it does, each step skipped when already satisfied:
-#   1. system packages: Open MPI (mpirun + headers for Horovod/mpi4py), iproute2 (ip, tc)
+#   1. system packages: Open MPI (mpirun + headers for Horovod/mpi4py), iproute2 (ip, tc),
+#      chromium + chromium-driver (tests/test_browser.py opens the published pages)
 #   2. a virtual environment in .venv with the pinned requirements
 #   3. Horovod 0.28.1 built against that TensorFlow with MPI + Gloo, the wheel
 #      cached under $RALP_CACHE (default ~/.cache/ralp-bench) so it is built once
@@ -27,6 +28,8 @@ command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     die "missing system packages: ${need_apt[*]}; run this script as root (sudo $0) or install them: apt-get install -y ${need_apt[*]}"

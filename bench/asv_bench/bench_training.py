@@ -11,6 +11,12 @@ FAIL in asv (the row's failure text goes to stderr, the value is missing, and
 ``asv run`` exits non-zero), because a crash is a regression a reviewer must
 see. A figure that this cluster cannot measure (bytes on a local, loopback
 cluster) is skipped: asv records NaN and shows n/a.
+
+Why step times beside images/sec and the speedup: asv 0.6 counts every larger
+value as worse (it has no "greater is better"), so ``asv continuous`` and the
+published Regressions page flag a throughput DROP only through a figure that
+grows when things get slower: the median step time, and RALP's step time over
+sync PS's. images/sec and the speedup stay for reading (a "+" there is a gain).
 """
 import sys
 
@@ -90,6 +96,12 @@ class TrainingRuns(AsvSettings):
             raise RuntimeError(f"{model} {strategy} x{workers} failed: {row['failure']}")
         return row
 
+    def step_time(self, rows, model, strategy, workers):
+        value = self.ok_row(rows, model, strategy, workers).get("step_time_median_s")
+        if value is None:
+            raise RuntimeError(f"{model} {strategy} x{workers}: the run timed no steps")
+        return value
+
 
 class MeasuredTraining(TrainingRuns):
     """Per configuration: throughput and the busiest link's bytes per step."""
@@ -103,6 +115,12 @@ class MeasuredTraining(TrainingRuns):
         return value
 
     track_images_per_sec.unit = "images/s"
+
+    def track_step_time(self, rows, model, strategy, workers, cluster):
+        """Median timed step (seconds): lower is better, so asv flags a slowdown."""
+        return self.step_time(rows, model, strategy, workers)
+
+    track_step_time.unit = "seconds"
 
     def track_bytes_per_step(self, rows, model, strategy, workers, cluster):
         """Bytes (sent + received) per step on the PS host's link; a worker's link for
@@ -133,3 +151,10 @@ class RalpSpeedup(TrainingRuns):
     def track_speedup_ralp_over_ps(self, rows, model, workers, cluster):
         ps, ralp = (self.ok_row(rows, model, s, workers)["images_per_sec"] for s in STRATEGIES_COMPARED)
         return ralp / ps
+
+    def track_ralp_step_time_over_ps(self, rows, model, workers, cluster):
+        """RALP's median step time over sync PS's (1/speedup): lower is better for asv."""
+        ps, ralp = (self.step_time(rows, model, s, workers) for s in STRATEGIES_COMPARED)
+        return ralp / ps
+
+    track_ralp_step_time_over_ps.unit = "ratio"
