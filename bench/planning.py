@@ -131,10 +131,10 @@ def resolve(cfg: RunConfig) -> Resolved:
     plan = plan_for(cfg)
     strategy = plan.strategy if cfg.strategy == "auto" else cfg.strategy
     cut = None
-    if strategy == "ralp":
-        cut = cfg.cut or plan.ralp_cut
+    if SPECS[strategy].splits:
+        cut = cfg.cut or (plan.cut if plan.strategy == strategy else None) or plan.ralp_cut
         if cut is None:
-            raise UserError(f"{cfg.model} has no cut point before a dense layer; ralp cannot split it "
+            raise UserError(f"{cfg.model} has no cut point before a dense layer; {strategy} cannot split it "
                             f"(use --strategy ps or horovod)")
     return Resolved(strategy, cut, plan.compression, plan.reason)
 

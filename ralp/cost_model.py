@@ -55,13 +55,11 @@ from typing import Dict, Optional
 from bench.errors import UserError
 from ralp.hardware import Hardware
 from ralp.strategy_costs import (  # noqa: F401 (re-exported)
-    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, UPDATE_PASSES,
-    Setting, StepCost, _compute_seconds, parse_compression)
+    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, UNCOMPRESSED_ONLY,
+    UPDATE_PASSES, Setting, StepCost, _compute_seconds, parse_compression)
 
 PRICED = tuple(COST_FUNCTIONS)  # one cost function each (ralp/strategy_costs.py)
-# What the analyzer searches (auto's candidates). The hybrid placement is priced for every row
-# that runs it but not yet searched (issue 17: its measured wins come first).
-STRATEGIES = ("ps", "horovod", "ralp")
+STRATEGIES = PRICED  # what the analyzer searches (auto's candidates)
 PS_PLACEMENTS = ("dedicated", "colocated")  # S PS hosts | one PS task on every worker host
 STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)",
                    "ralp-hybrid": "hybrid: tower all-reduced, FC on PS"}

@@ -236,6 +236,8 @@ def hybrid_cost(s: Setting) -> StepCost:
     workers (fused into one buffer: a copy in and out, (W-1)/W sums, every replica's update);
     the head on PS task 0, fed by activations. The PS link carries activations only. fp32."""
     profile, W, B, timing = s.profile, s.W, s.B, s.timing
+    if s.comp[0] is not None:
+        raise UserError("ralp-hybrid has no codecs yet; use --compression none")
     cut = s.cut or profile.first_dense_cut()
     if cut is None:
         raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
@@ -261,3 +263,4 @@ def hybrid_cost(s: Setting) -> StepCost:
 COST_FUNCTIONS: Dict[str, Callable[[Setting], StepCost]] = {
     "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost, "ralp-hybrid": hybrid_cost}
 SPLIT_STRATEGIES = ("ralp", "ralp-hybrid")  # priced at a cut
+UNCOMPRESSED_ONLY = ("ralp-hybrid",)        # no codecs: priced (and implemented) in fp32 only

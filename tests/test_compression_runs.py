@@ -272,18 +272,19 @@ def test_compression_auto_takes_the_analyzers_codec():
     picks for it; --strategy auto gets the analyzer's joint pick."""
     from bench.planning import Resolved, hardware_for, model_profile, resolve
     from ralp.analyzer import analyze
+    from ralp.cost_model import SPLIT_STRATEGIES, STRATEGIES
 
     for strategy in ("ps", "horovod", "ralp", "auto"):
         cfg = RunConfig(model="alexnet_cifar", strategy=strategy, workers=4, compression="auto",
                         bandwidth="100mbit", hardware="v100-10gbe").validate()
         plan = analyze(model_profile(cfg.model), batch_size=cfg.batch_size, workers=4, hardware=hardware_for(cfg),
-                       strategies=[strategy] if strategy != "auto" else ("ps", "horovod", "ralp"),
+                       strategies=[strategy] if strategy != "auto" else STRATEGIES,
                        compression="auto")
         got = resolve(cfg)
         assert got.strategy == plan.strategy == (strategy if strategy != "auto" else got.strategy)
         assert got.compression == (plan.compression or "none")
         assert got.compression != "none"  # 100 Mbit/s links: bytes dominate, a codec pays
-        assert (got.cut is not None) == (got.strategy == "ralp")
+        assert (got.cut is not None) == (got.strategy in SPLIT_STRATEGIES)
     fixed = resolve(RunConfig(model="alexnet_cifar", strategy="ps", compression="int8").validate())
     assert fixed == Resolved("ps", None, "int8")
 

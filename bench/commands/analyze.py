@@ -11,8 +11,9 @@ from dataclasses import asdict
 
 from bench.errors import UserError
 
-PLOT_WORKERS = list(range(1, 65))
-SHORT_LABELS = {"ps": "sync PS", "horovod": "Horovod (ring)", "ralp": "FC-on-PS"}
+PLOT_WORKERS = sorted({round(2 ** (k / 4)) for k in range(41)})  # 1..1024, four points per doubling
+SHORT_LABELS = {"ps": "sync PS", "horovod": "Horovod (ring)", "ralp": "FC-on-PS", "ralp-hybrid": "hybrid"}
+LINE_STYLES = {"ps": "--", "horovod": "-.", "ralp": "-", "ralp-hybrid": ":"}
 
 
 def register(subparsers):
@@ -35,7 +36,7 @@ def register(subparsers):
     p.add_argument("--overlap", action="store_true", help="assume communication fully overlaps computation")
     p.add_argument("--all-cuts", action="store_true", help="also try cuts that put convolutions on the PS")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
-    p.add_argument("--plot", metavar="FILE.png", help="plot predicted step time vs workers (1..64)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot predicted step time vs workers (1..1024)")
     p.set_defaults(func=run)
 
 
@@ -175,16 +176,18 @@ def _plot(profile, settings, path):
             series.setdefault(name, []).append(p.step_time_s)
     hardware = settings["hardware"]
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    styles = {"ps": ("tab:red", "--"), "horovod": ("tab:blue", "-."), "ralp": ("tab:green", "-")}
-    for name, times in series.items():
-        color, line = styles[name]
-        ax.plot(PLOT_WORKERS[:len(times)], times, line, color=color, linewidth=2, label=STRATEGY_LABELS[name])
+    from bench.strategy_specs import spec_of
+
+    for name, times in series.items():  # each strategy in its colour from bench/strategy_specs.py
+        ax.plot(PLOT_WORKERS[:len(times)], times, LINE_STYLES.get(name, "-"), color=spec_of(name).color, linewidth=2,
+                label=STRATEGY_LABELS[name])
     ax.axvline(settings["workers"], color="grey", linewidth=1, alpha=0.6,
                label=f"requested: {settings['workers']} workers")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xticks([1, 2, 4, 8, 16, 32, 64])
-    ax.set_xticklabels(["1", "2", "4", "8", "16", "32", "64"])
+    ticks = [2 ** k for k in range(11)]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
     ax.set_xlabel("workers")
     ax.set_ylabel("predicted step time (s, log scale)")
     ax.set_title(f"{profile.name}, {settings['batch_size']} images/worker, {settings['ps']} PS, "
