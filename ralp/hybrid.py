@@ -25,10 +25,11 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
-from baselines.ps import InGraphStrategy, dense
+from baselines.ps import dense
 from bench.optim import MomentumSGD
-from bench.strategy import loss_fn, top1
+from bench.strategy import top1
 from ralp.cut import split_model
+from ralp.placement import LayerPlacement
 
 
 def ring_allreduce(vectors: List[tf.Tensor], devices: List[str]) -> List[tf.Tensor]:
@@ -66,13 +67,14 @@ def ring_allreduce(vectors: List[tf.Tensor], devices: List[str]) -> List[tf.Tens
     return out
 
 
-class HybridPlacement(InGraphStrategy):
+class HybridPlacement(LayerPlacement):
+    """RALP's tower and head passes (ralp/placement.py) with replicated towers and a ring."""
     name = "ralp-hybrid"
 
     def setup(self):
         self.place_data()
         self.build_model()  # head (and the towers' initial values) on the PS
-        workers, ps0 = self.ctx.worker_devices, self.ctx.ps_devices[0]
+        workers = self.ctx.worker_devices
         tower, self.head = split_model(self.model, self.ctx.cut)
         self.replicas = []
         for device in workers:
@@ -91,21 +93,9 @@ class HybridPlacement(InGraphStrategy):
 
         @tf.function
         def step(indices):
-            tapes, activations, labels = [], [], []
-            for w, device in enumerate(workers):
-                with tf.device(device):
-                    x, y = self.worker_batch(w, indices)
-                    with tf.GradientTape() as tape:
-                        activations.append(self.replicas[w](x, training=True))
-                    tapes.append(tape)
-                    labels.append(y)
-            with tf.device(ps0):
-                joined = tf.concat(activations, axis=0)  # activations up: the PS link's only inbound bytes
-                with tf.GradientTape() as head_tape:
-                    head_tape.watch(joined)
-                    loss = loss_fn(tf.concat(labels, axis=0), self.head(joined, training=True))
-                head_grads, joined_grad = head_tape.gradient(loss, [head_vars, joined])
-                per_worker_grad = tf.split(joined_grad, len(workers), axis=0)
+            tapes, activations, labels = self.tower_pass(self.replicas, indices)
+            # activations up, uncompressed: the PS link's only inbound bytes
+            loss, head_grads, per_worker_grad = self.head_pass(activations, labels, head_vars)
             fused = []
             for w, device in enumerate(workers):
                 with tf.device(device):
@@ -134,6 +124,3 @@ class HybridPlacement(InGraphStrategy):
         replica = self.replicas[0].trainable_variables
         return [replica[self.tower_index[id(v)]].numpy() if id(v) in self.tower_index else v.numpy()
                 for v in self.model.trainable_variables]
-
-    def describe(self):
-        return {"plan": self.name, "cut_layer": self.ctx.cut}

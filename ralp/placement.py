@@ -42,24 +42,11 @@ class LayerPlacement(InGraphStrategy):
 
         @tf.function
         def step(indices):
-            tapes, activations, labels = [], [], []
-            for w, device in enumerate(workers):
-                with tf.device(device):
-                    x, y = self.worker_batch(w, indices)
-                    with tf.GradientTape() as tape:
-                        activations.append(self.tower(x, training=True))
-                    tapes.append(tape)
-                    labels.append(y)
+            tapes, activations, labels = self.tower_pass([self.tower] * len(workers), indices)
             # Activations up (encoded on each worker, decoded on the PS): the head tape starts
             # from the decoded tensor, so no gradient ever flows through a codec.
             received = [transport.send(a, workers[w], ps0, sparse_ok=False) for w, a in enumerate(activations)]
-            with tf.device(ps0):
-                joined = tf.concat(received, axis=0)
-                with tf.GradientTape() as head_tape:
-                    head_tape.watch(joined)
-                    loss = loss_fn(tf.concat(labels, axis=0), self.head(joined, training=True))
-                head_grads, joined_grad = head_tape.gradient(loss, [head_vars, joined])
-                per_worker_grad = tf.split(joined_grad, len(workers), axis=0)
+            loss, head_grads, per_worker_grad = self.head_pass(received, labels, head_vars)
             tower_grads = []
             for w, device in enumerate(workers):
                 returned = transport.send(per_worker_grad[w], ps0, device, sparse_ok=False)
@@ -77,5 +64,28 @@ class LayerPlacement(InGraphStrategy):
         self._step = step
         self.setup_eval()
 
+    def tower_pass(self, towers, indices):
+        """Each worker's tower forward on its batch, taped: (tapes, activations, labels)."""
+        tapes, activations, labels = [], [], []
+        for w, device in enumerate(self.ctx.worker_devices):
+            with tf.device(device):
+                x, y = self.worker_batch(w, indices)
+                with tf.GradientTape() as tape:
+                    activations.append(towers[w](x, training=True))
+                tapes.append(tape)
+                labels.append(y)
+        return tapes, activations, labels
+
+    def head_pass(self, received, labels, head_vars):
+        """The head on PS task 0 over all workers' activations at once: (loss, head gradients,
+        each worker's activation gradient, still on the PS)."""
+        with tf.device(self.ctx.ps_devices[0]):
+            joined = tf.concat(received, axis=0)
+            with tf.GradientTape() as head_tape:
+                head_tape.watch(joined)
+                loss = loss_fn(tf.concat(labels, axis=0), self.head(joined, training=True))
+            head_grads, joined_grad = head_tape.gradient(loss, [head_vars, joined])
+            return loss, head_grads, tf.split(joined_grad, len(received), axis=0)
+
     def describe(self):
-        return {"plan": "ralp", "cut_layer": self.ctx.cut}
+        return {"plan": self.name, "cut_layer": self.ctx.cut}

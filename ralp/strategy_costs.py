@@ -200,9 +200,11 @@ def ring_allreduce_cost(s: Setting) -> StepCost:
     return cost
 
 
-def fc_on_ps_cost(s: Setting) -> StepCost:
-    """RALP: the tower on the workers, the head on PS task 0; activations cross the links."""
-    profile, W, B, S, comp, timing = s.profile, s.W, s.B, s.S, s.comp, s.timing
+def _split(s: Setting):
+    """The split both RALP placements share: (cut, tower and head parameters, activation floats
+    per image, the tower's training step at B on a worker, the head's at W x B on the PS), the
+    measured seconds when the model's own step was timed at this cut, batch and W."""
+    profile, W, B, timing = s.profile, s.W, s.B, s.timing
     cut = s.cut or profile.first_dense_cut()
     if cut is None:
         raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
@@ -212,6 +214,13 @@ def fc_on_ps_cost(s: Setting) -> StepCost:
     head_train = TRAIN_FLOPS_FACTOR * W * B * f_head / s.hardware.ps_flops
     if timing is not None and timing.cut == cut and timing.batch_size == B and timing.workers == W:
         tower_train, head_train = timing.tower_s, timing.head_s
+    return cut, p_tower, p_head, floats, tower_train, head_train
+
+
+def fc_on_ps_cost(s: Setting) -> StepCost:
+    """RALP: the tower on the workers, the head on PS task 0; activations cross the links."""
+    W, B, S, comp = s.W, s.B, s.S, s.comp
+    cut, p_tower, p_head, floats, tower_train, head_train = _split(s)
     acts = _activation_bytes(B * floats, comp)
     push = _gradient_bytes(p_tower, comp)
     act_comp = _activation_codec(comp)
@@ -235,18 +244,10 @@ def hybrid_cost(s: Setting) -> StepCost:
     """Hybrid (ralp/hybrid.py): the tower data-parallel, its gradients ring-all-reduced among the
     workers (fused into one buffer: a copy in and out, (W-1)/W sums, every replica's update);
     the head on PS task 0, fed by activations. The PS link carries activations only. fp32."""
-    profile, W, B, timing = s.profile, s.W, s.B, s.timing
+    W, B = s.W, s.B
     if s.comp[0] is not None:
         raise UserError("ralp-hybrid has no codecs yet; use --compression none")
-    cut = s.cut or profile.first_dense_cut()
-    if cut is None:
-        raise UserError(f"no split possible: {profile.name} has no dense layer to place on the PS")
-    p_tower, p_head, floats, f_tower, f_head = profile.split_sizes(cut)
-    head_dense = profile.head_dense_flops(cut)
-    tower_train = TRAIN_FLOPS_FACTOR * B * _compute_seconds(f_tower, profile.dense_flops - head_dense, s.hardware)
-    head_train = TRAIN_FLOPS_FACTOR * W * B * f_head / s.hardware.ps_flops
-    if timing is not None and timing.cut == cut and timing.batch_size == B and timing.workers == W:
-        tower_train, head_train = timing.tower_s, timing.head_s
+    cut, p_tower, p_head, floats, tower_train, head_train = _split(s)
     acts = 4.0 * B * floats
     phases = [_Phase("send activations", worker_tx=acts, ps_rx=acts * W),
               _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W)]
