@@ -180,7 +180,8 @@ def auto_table(summary, keys):
         share = ran_rate / others[best]["images_per_sec"]
         good = ran == best or share >= 1 - AUTO_TOLERANCE
         hits += good
-        verdict = "best" if ran == best else (f"within {1 - share:.0%}" if good else f"{1 - share:.0%} slower ⚠")
+        verdict = ("best" if ran == best else "faster than every other" if share > 1 else
+                   f"within {1 - share:.0%}" if good else f"{1 - share:.0%} slower ⚠")
         rows.append(key_cells(group.iloc[0], keys) + [ran, best, verdict])
     if not rows:
         return None

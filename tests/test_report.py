@@ -238,11 +238,17 @@ def test_auto_table_judges_the_plan_against_the_measured_best():
     rows.append(new_row(model="vgg16", workers=2, batch_size=32, strategy="auto", plan="horovod",
                         cluster_mode="emulated", link_bps=1e9, status="ok", images_per_sec=41.0,
                         started_at="2026-12-02T10:00:00Z"))
+    # vgg19 x2: auto ran a plan no other column measured (the hybrid), faster than all of them
+    for strategy, plan, rate in (("ralp", "ralp", 100.0), ("auto", "ralp-hybrid", 130.0)):
+        rows.append(new_row(model="vgg19", workers=2, batch_size=32, strategy=strategy, plan=plan,
+                            cluster_mode="emulated", link_bps=1e9, status="ok", images_per_sec=rate,
+                            started_at="2026-12-02T10:00:00Z"))
     markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
     table = _table(markdown, "Does auto pick the measured best?")
     assert ["alexnet", "2", "ralp", "ralp", "best"] in table
     assert ["vgg16", "2", "horovod", "ralp", "75% slower ⚠"] in table
-    assert "in 1 of 2 cells" in markdown
+    assert ["vgg19", "2", "ralp-hybrid", "ralp", "faster than every other"] in table
+    assert "in 2 of 3 cells" in markdown
 
 
 def test_slow_links_and_tcp_retransmissions_are_flagged():

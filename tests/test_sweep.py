@@ -33,7 +33,7 @@ def test_shipped_sweeps_expand_to_their_grids():
     # steps of up to ~25 s on the scaled links: fewer, stated in the file's description
     assert all(p.config.steps >= 6 and p.config.target_ci == 0.05 and p.config.time_cap for p in scaled.points)
     main = load_sweep(str(ROOT / "sweeps" / "main.toml"))
-    assert len(main.points) == 9 and {p.config.workers for p in main.points} == {2}
+    assert len(main.points) == 10 and {p.config.workers for p in main.points} == {2}
 
 
 @pytest.mark.parametrize("text, message", [
