@@ -165,12 +165,17 @@ def test_asv_index_draws_a_graph_per_benchmark(browser, asv_preview, screens, ca
     _shot(browser, screens / "asv-graph.png", capsys)
 
 
+FAIR_RUN = "20261203T092100Z-50a016"  # results/fair/report.md
+
+
 @pytest.fixture(scope="module")
 def report_page(tmp_path_factory):
-    """`ralp-bench report` of the latest committed run, written to a temporary directory."""
+    """`ralp-bench report` of the committed fair-comparison run (issue 13: both PS layouts, Horovod,
+    RALP), written to a temporary directory. A named run, not --latest: the newest committed run
+    changes with every sweep and need not have every column this test reads."""
     out = tmp_path_factory.mktemp("report")
     proc = subprocess.run([str(VENV_BIN / "ralp-bench"), "report", "--results", str(ROOT / "results"),
-                           "--latest", "--out", str(out)], capture_output=True, text=True, timeout=240,
+                           "--run", FAIR_RUN, "--out", str(out)], capture_output=True, text=True, timeout=240,
                           cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "MPLBACKEND": "Agg"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (out / "index.html").exists(), f"ralp-bench report wrote no index.html in {out}"
