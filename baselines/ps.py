@@ -43,11 +43,13 @@ class InGraphStrategy(Strategy):
             self.eval_x = tf.Variable(ctx.shards.eval_x, trainable=False, name="eval_x")
             self.eval_y = tf.Variable(ctx.shards.eval_y.astype(np.int32), trainable=False, name="eval_y")
 
-    def build_model(self):
+    def build_model(self, optimizer: bool = True):
+        """The model's variables on the PS tasks; with ``optimizer``, momentum SGD over all of them
+        (a strategy that updates only some of them here builds its own)."""
         with variables_on_ps(self.ctx.ps_devices):
             self.model = get_model(self.config.model_spec(), seed=self.config.seed)
-        # Outside the placement rule: each momentum buffer sits beside its variable.
-        self.optimizer = MomentumSGD(self.model.trainable_variables, self.config.learning_rate,
+        if optimizer:  # outside the placement rule: each momentum buffer sits beside its variable
+            self.optimizer = MomentumSGD(self.model.trainable_variables, self.config.learning_rate,
                                          self.config.momentum)
 
     def worker_batch(self, w, indices):

@@ -115,13 +115,10 @@ def resolve(cfg: RunConfig) -> Resolved:
 
     splits = cfg.strategy in SPECS and SPECS[cfg.strategy].splits
     if cfg.strategy != "ralp" and splits and cfg.compression != "auto":
-        # The hybrid placement splits where RALP's FC head starts (the analyzer does not search
-        # its cuts yet), or at --cut.
-        cut = cfg.cut or model_profile(cfg.model_spec()).first_dense_cut()
-        if cut is None:
-            raise UserError(f"{cfg.model} has no cut point before a dense layer; {cfg.strategy} cannot split it "
-                            f"(use --strategy ps or horovod)")
-        return Resolved(cfg.strategy, cut, cfg.compression)
+        # Run on its own, the hybrid splits where RALP's FC head starts, or at --cut (no analyzer
+        # run, so no calibration); under auto it takes the analyzer's cut, below.
+        return Resolved(cfg.strategy, _split_at(cfg, cfg.strategy, cfg.cut or model_profile(
+            cfg.model_spec()).first_dense_cut()), cfg.compression)
     if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
         return Resolved(cfg.strategy, None, cfg.compression)
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
@@ -132,11 +129,16 @@ def resolve(cfg: RunConfig) -> Resolved:
     strategy = plan.strategy if cfg.strategy == "auto" else cfg.strategy
     cut = None
     if SPECS[strategy].splits:
-        cut = cfg.cut or (plan.cut if plan.strategy == strategy else None) or plan.ralp_cut
-        if cut is None:
-            raise UserError(f"{cfg.model} has no cut point before a dense layer; {strategy} cannot split it "
-                            f"(use --strategy ps or horovod)")
+        cut = _split_at(cfg, strategy, cfg.cut or (plan.cut if plan.strategy == strategy else None) or plan.ralp_cut)
     return Resolved(strategy, cut, plan.compression, plan.reason)
+
+
+def _split_at(cfg: RunConfig, strategy: str, cut: Optional[str]) -> str:
+    """A split strategy's cut, or its refusal with the reason (a model without a dense layer)."""
+    if cut is None:
+        raise UserError(f"{cfg.model} has no cut point before a dense layer; {strategy} cannot split it "
+                        f"(use --strategy ps or horovod)")
+    return cut
 
 
 def check_cut(cfg: RunConfig):

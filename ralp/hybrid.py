@@ -73,7 +73,9 @@ class HybridPlacement(LayerPlacement):
 
     def setup(self):
         self.place_data()
-        self.build_model()  # head (and the towers' initial values) on the PS
+        # The head, and the towers' initial values, on the PS; the head's optimizer below (the
+        # tower's variables there are never updated, so they get no momentum buffers).
+        self.build_model(optimizer=False)
         workers = self.ctx.worker_devices
         tower, self.head = split_model(self.model, self.ctx.cut)
         self.replicas = []

@@ -20,7 +20,8 @@ def run(args):
     from rich.console import Console
     from rich.table import Table
 
-    from bench.models.build import describe_shape, settled_spec
+    from bench.models.build import settled_spec
+    from bench.models.sources import format_shape
     from bench.planning import model_profile
 
     if args.describe:
@@ -39,7 +40,7 @@ def run(args):
         total, fc = profile.params, sum(layer.params for layer in profile.layers if layer.is_dense)
         cuts, first = profile.cut_points, profile.first_dense_cut()
         cut_text = f"{len(cuts)}; before the FC head: {first}" if first else f"{len(cuts)}; none before a dense layer"
-        table.add_row(spec.name, describe_shape(spec.input_shape), str(spec.num_classes),
+        table.add_row(spec.name, format_shape(spec.input_shape, "x") or "?", str(spec.num_classes),
                       f"{total:,}", f"{100.0 * fc / total:.1f}%", cut_text, spec.description)
     Console(width=180).print(table)
     return 0

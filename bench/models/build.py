@@ -13,18 +13,19 @@ import os
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Optional, Tuple, Union
+from typing import Tuple, Union
 
 from bench.errors import UserError
 from bench.models.registry import ModelSpec, get_spec
 
 
-def get_model(model: Union[str, ModelSpec], seed: int = None, num_classes: int = None, input_shape=None):
-    """Build a fresh model. With ``seed`` the initial weights are reproducible across
-    processes, which is what lets every strategy start from the same point."""
+def get_model(model: Union[str, ModelSpec], seed: int = None):
+    """Build a fresh model (a --model spelling or a ModelSpec, which carries --input-shape and
+    --classes). With ``seed`` the initial weights are reproducible across processes, which is
+    what lets every strategy start from the same point."""
     import tensorflow as tf
 
-    spec = model if isinstance(model, ModelSpec) else get_spec(model, input_shape, num_classes)
+    spec = model if isinstance(model, ModelSpec) else get_spec(model)
     if seed is not None:
         tf.keras.utils.set_random_seed(seed)
     if spec.kind == "zoo":
@@ -134,7 +135,3 @@ def settled_spec(spec: ModelSpec, check: bool = True) -> ModelSpec:
         return spec
     facts = check_built(get_model(spec, seed=0), spec)
     return replace(spec, input_shape=facts.input_shape, num_classes=facts.num_classes)
-
-
-def describe_shape(shape: Optional[tuple]) -> str:
-    return "x".join(map(str, shape)) if shape else "?"

@@ -42,8 +42,9 @@ def parse_shape(text) -> Optional[Tuple[int, int, int]]:
     return dims
 
 
-def format_shape(shape) -> Optional[str]:
-    return ",".join(str(int(d)) for d in shape) if shape else None
+def format_shape(shape, sep: str = ",") -> Optional[str]:
+    """(H, W, C) -> "H,W,C", the form --input-shape and rows take ("HxWxC" with sep="x")."""
+    return sep.join(str(int(d)) for d in shape) if shape else None
 
 
 def model_spec(spelling: str, input_shape=None, classes=None):
