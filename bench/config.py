@@ -53,6 +53,8 @@ class RunConfig:
                                 "every worker host, variables sharded greedily by size, as tf_cnn_benchmarks does)",
                                 choices=PS_PLACEMENTS, row=True)
     batch_size: int = setting(32, "images per worker per step", row=True)
+    micro_batches: int = setting(1, "ralp-hybrid: pipeline each worker's batch in this many micro-batches (the "
+                                 "same update; activations of one travel while the next is computed)", row=True)
     steps: int = setting(10, "timed steps (after warm-up; the minimum with --target-ci)", row=True)
     warmup_steps: int = setting(2, "untimed warm-up steps", row=True)
     target_ci: Optional[float] = setting(None, "after --steps, add timed steps until the median step time's 95%% "
@@ -184,9 +186,15 @@ class RunConfig:
         if self.ps_placement == "colocated" and self.ps != 1:
             raise UserError("--ps-placement colocated puts one PS task beside each worker; drop --ps "
                             f"{self.ps} (it sets the dedicated layout's PS hosts)")
-        for name in ("batch_size", "steps"):
+        for name in ("batch_size", "steps", "micro_batches"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.micro_batches > 1 and self.strategy not in ("ralp-hybrid", "auto"):
+            raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
+                            "drop --micro-batches or use --strategy ralp-hybrid")
+        if self.batch_size % self.micro_batches:
+            raise UserError(f"--batch-size {self.batch_size} does not split into {self.micro_batches} equal "
+                            "micro-batches; pick a --micro-batches that divides it")
         if self.target_ci is not None and not 0 < self.target_ci < 1:
             raise UserError(f"--target-ci is a share of the median in (0, 1), e.g. 0.05; got {self.target_ci}")
         if self.max_steps is not None and self.max_steps < self.steps:

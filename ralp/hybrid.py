@@ -1,5 +1,6 @@
 """Hybrid placement (``ralp-hybrid``): the conv tower data-parallel, its gradients ring-all-reduced
-among the workers; the FC head on PS task 0, fed by activations.
+among the workers; the FC head on the PS, fed by activations; optionally the head sharded over
+the S PS tasks (``--ps S``, ralp/sharded_head.py) and each batch pipelined in micro-batches.
 
 Why: RALP as in the paper keeps the tower's variables on the PS, so the PS link carries
 W x 8 P_tower bytes of tower parameters and gradients per step on top of the activations;
@@ -19,9 +20,16 @@ The update equals single-process SGD on W x B images: the head sees all W x B ac
 one batch, the mean loss sends each worker exactly its share of the gradient, and the ring
 sums the shares. Every chunk of the sum is computed once and copied to the other workers,
 so the replicas stay bitwise identical. Codecs are not supported yet (``--compression none``).
-"""
-from typing import List
 
+Pipelining (``--micro-batches m``): each worker's batch is cut into m micro-batches, each taken
+through tower forward, activations up, head forward and backward over all W workers' micro-batch,
+activation gradients down and tower backward, the gradients summed over the micro-batches;
+then one ring all-reduce and one update. Nothing orders micro-batch j+1 after micro-batch j,
+so TensorFlow's executor computes the next tower forward while the previous activations travel
+and the head works. Each micro-batch's loss is the mean over its W x B/m images, scaled by
+1/m, so the summed gradients are the full batch's: the same update as without pipelining
+(batch normalization in the tower, if any, would see micro-batch statistics instead).
+"""
 import numpy as np
 import tensorflow as tf
 
@@ -30,45 +38,13 @@ from bench.optim import MomentumSGD
 from bench.strategy import top1
 from ralp.cut import split_model
 from ralp.placement import LayerPlacement
-
-
-def ring_allreduce(vectors: List[tf.Tensor], devices: List[str]) -> List[tf.Tensor]:
-    """The sum of equally long 1-D ``vectors`` (one per device), returned on every device.
-
-    Reduce-scatter: at hop s, device w sends its partial chunk (w - s) mod W to device w+1,
-    which adds its own; after W-1 hops device w holds the full chunk (w + 1) mod W.
-    All-gather: at hop s, device w forwards full chunk (w + 1 - s) mod W to device w+1."""
-    W = len(devices)
-    if W == 1:
-        return list(vectors)
-    n = int(vectors[0].shape[0])
-    sizes = [n // W + (1 if i < n % W else 0) for i in range(W)]
-    partial = []
-    for w, device in enumerate(devices):
-        with tf.device(device):
-            partial.append(list(tf.split(vectors[w], sizes)))
-    for s in range(W - 1):
-        hop = [list(p) for p in partial]
-        for w in range(W):
-            c, dst = (w - s) % W, (w + 1) % W
-            with tf.device(devices[dst]):
-                hop[dst][c] = partial[dst][c] + partial[w][c]
-        partial = hop
-    full = [{(w + 1) % W: partial[w][(w + 1) % W]} for w in range(W)]
-    for s in range(W - 1):
-        for w in range(W):
-            c, dst = (w + 1 - s) % W, (w + 1) % W
-            with tf.device(devices[dst]):
-                full[dst][c] = tf.identity(full[w][c])
-    out = []
-    for w, device in enumerate(devices):
-        with tf.device(device):
-            out.append(tf.concat([full[w][c] for c in range(W)], axis=0))
-    return out
+from ralp.ring import ring_allreduce
+from ralp.sharded_head import ShardedHead
 
 
 class HybridPlacement(LayerPlacement):
-    """RALP's tower and head passes (ralp/placement.py) with replicated towers and a ring."""
+    """RALP's tower pass (ralp/placement.py) with replicated towers, a ring, and the head on one
+    PS task (Keras, any head) or sharded over all of them (a Dense chain)."""
     name = "ralp-hybrid"
 
     def setup(self):
@@ -76,8 +52,9 @@ class HybridPlacement(LayerPlacement):
         # The head, and the towers' initial values, on the PS; the head's optimizer below (the
         # tower's variables there are never updated, so they get no momentum buffers).
         self.build_model(optimizer=False)
-        workers = self.ctx.worker_devices
+        workers, ps = self.ctx.worker_devices, self.ctx.ps_devices
         tower, self.head = split_model(self.model, self.ctx.cut)
+        self.sharded = ShardedHead(self.head, ps) if len(ps) > 1 else None
         self.replicas = []
         for device in workers:
             with tf.device(device):
@@ -86,43 +63,101 @@ class HybridPlacement(LayerPlacement):
             self.replicas.append(replica)
         # Map the model's trainable variables to replica 0's, for the weights this strategy reports.
         self.tower_index = {id(v): i for i, v in enumerate(tower.trainable_variables)}
-        head_vars = self.head.trainable_variables
+        head_vars = self.sharded.variables if self.sharded else self.head.trainable_variables
         self.head_optimizer = MomentumSGD(head_vars, self.config.learning_rate, self.config.momentum)
         self.tower_optimizers = [MomentumSGD(r.trainable_variables, self.config.learning_rate,
                                              self.config.momentum) for r in self.replicas]
         shapes = [v.shape for v in tower.trainable_variables]
         sizes = [int(np.prod(s)) for s in shapes]
+        m = self.config.micro_batches
+        rows = self.config.batch_size // m
 
         @tf.function
         def step(indices):
-            tapes, activations, labels = self.tower_pass(self.replicas, indices)
-            # activations up, uncompressed: the PS link's only inbound bytes
-            loss, head_grads, per_worker_grad = self.head_pass(activations, labels, head_vars)
+            tower_grads, head_grads, losses = [None] * len(workers), None, []
+            for j in range(m):  # independent micro-batches: the executor overlaps them
+                part = [i[j * rows:(j + 1) * rows] for i in indices]
+                tapes, activations, labels = self.tower_pass(self.replicas, part)
+                loss, grads, returned = self.head_on_ps(activations, labels, head_vars, 1.0 / m)
+                losses.append(loss)
+                head_grads = grads if head_grads is None else _add_on(head_vars, head_grads, grads)
+                for w, device in enumerate(workers):
+                    variables = self.replicas[w].trainable_variables
+                    with tf.device(device):
+                        g = tapes[w].gradient(activations[w], variables, output_gradients=returned[w])
+                        g = [dense(x) for x in g]
+                    tower_grads[w] = g if tower_grads[w] is None else _add_on(variables, tower_grads[w], g)
             fused = []
             for w, device in enumerate(workers):
                 with tf.device(device):
-                    grads = tapes[w].gradient(activations[w], self.replicas[w].trainable_variables,
-                                              output_gradients=tf.identity(per_worker_grad[w]))
-                    fused.append(tf.concat([tf.reshape(dense(g), [-1]) for g in grads], axis=0))
-            summed = ring_allreduce(fused, workers)  # the mean over W·B is already in joined_grad
+                    fused.append(tf.concat([tf.reshape(g, [-1]) for g in tower_grads[w]], axis=0))
+            summed = ring_allreduce(fused, workers)  # the mean over W·B is already in the loss
             for w, device in enumerate(workers):
                 with tf.device(device):
                     pieces = tf.split(summed[w], sizes)
                     self.tower_optimizers[w].apply([tf.reshape(p, s) for p, s in zip(pieces, shapes)])
             self.head_optimizer.apply(head_grads)
-            return loss
+            with tf.device(ps[0]):
+                return tf.add_n(losses) / m
 
         self._step = step
 
         @tf.function
         def evaluate():
             with tf.device(workers[0]):
-                logits = self.head(self.replicas[0](self.eval_x, training=False), training=False)
+                features = self.replicas[0](self.eval_x, training=False)
+                logits = self.sharded.logits(features) if self.sharded else self.head(features, training=False)
                 return top1(self.eval_y, logits)
 
         self._evaluate = evaluate
 
+    def head_on_ps(self, activations, labels, head_vars, scale):
+        """One pass of the head over every worker's (micro-)batch: (loss, head gradients, each
+        worker's activation gradient on that worker), gradients scaled by ``scale``. Only
+        activations (sharded: each task's feature slice) travel up, uncompressed."""
+        workers = self.ctx.worker_devices
+        if self.sharded is None:
+            loss, grads, per_worker = self.head_pass(activations, labels, head_vars)
+            if scale != 1.0:
+                with tf.device(self.ctx.ps_devices[0]):
+                    grads = [g * scale for g in grads]
+                    per_worker = [g * scale for g in per_worker]
+            returned = []
+            for w, device in enumerate(workers):
+                with tf.device(device):
+                    returned.append(tf.identity(per_worker[w]))
+            return loss, grads, returned
+        slices = []
+        for w, device in enumerate(workers):
+            with tf.device(device):
+                slices.append(self.sharded.slices(activations[w]))
+        loss, grads, per_worker = self.sharded.train_pass(slices, labels, scale)
+        returned = []
+        for w, device in enumerate(workers):
+            with tf.device(device):
+                returned.append(tf.reshape(tf.concat(per_worker[w], axis=1), tf.shape(activations[w])))
+        return loss, grads, returned
+
     def trainable_weights(self):
         replica = self.replicas[0].trainable_variables
-        return [replica[self.tower_index[id(v)]].numpy() if id(v) in self.tower_index else v.numpy()
+        head = {}
+        if self.sharded:
+            for layer in self.head.layers:
+                if type(layer).__name__ == "Dense":
+                    head.update(zip(map(id, layer.trainable_variables), self.sharded.weights_of(layer)))
+        return [replica[self.tower_index[id(v)]].numpy() if id(v) in self.tower_index
+                else head[id(v)] if id(v) in head else v.numpy()
                 for v in self.model.trainable_variables]
+
+    def describe(self):
+        return dict(super().describe(), head_shards=len(self.ctx.ps_devices),
+                    micro_batches=self.config.micro_batches)
+
+
+def _add_on(variables, totals, grads):
+    """Running sums of gradients, each added where its variable lives."""
+    out = []
+    for v, total, g in zip(variables, totals, grads):
+        with tf.device(v.device):
+            out.append(total + g)
+    return out

@@ -59,13 +59,21 @@ def reference():
     return reference_weights(WARMUP + STEPS)
 
 
-@pytest.mark.parametrize("strategy", ["ps", "ps-colocated", "horovod", "ralp", "ralp-hybrid"])
+# Variants beyond the strategy's defaults: the hybrid's head sharded over 2 PS tasks, its
+# batches pipelined in 4 micro-batches, both (ralp/sharded_head.py, ralp/hybrid.py).
+VARIANTS = {"ps-colocated": dict(strategy="ps", ps_placement="colocated"),
+            "hybrid-sharded": dict(strategy="ralp-hybrid", ps=2),
+            "hybrid-pipelined": dict(strategy="ralp-hybrid", micro_batches=4),
+            "hybrid-sharded-pipelined": dict(strategy="ralp-hybrid", ps=2, micro_batches=2)}
+
+
+@pytest.mark.parametrize("strategy", ["ps", "ps-colocated", "horovod", "ralp", "ralp-hybrid", "hybrid-sharded",
+                                      "hybrid-pipelined", "hybrid-sharded-pipelined"])
 def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
     dump = str(tmp_path / "weights.npz")
-    placement = "colocated" if strategy == "ps-colocated" else "dedicated"
-    cfg = RunConfig(model=MODEL, strategy=strategy.replace("ps-colocated", "ps"), ps_placement=placement, workers=2,
-                    batch_size=BATCH, steps=STEPS, warmup_steps=WARMUP, learning_rate=LR, dataset="mnist",
-                    dump_weights=dump).validate()
+    settings = VARIANTS.get(strategy, dict(strategy=strategy))
+    cfg = RunConfig(model=MODEL, workers=2, batch_size=BATCH, steps=STEPS, warmup_steps=WARMUP, learning_rate=LR,
+                    dataset="mnist", dump_weights=dump, **settings).validate()
     row = run_one(cfg, LocalLauncher())
     assert row["status"] == "ok", row["failure"]
     weights = assert_same_weights(dump, reference, strategy)
@@ -73,8 +81,9 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
     from bench.models import get_model
     initial = [v.numpy() for v in get_model(MODEL, seed=0).trainable_variables]
     assert max(np.abs(w - i).max() for w, i in zip(weights, initial)) > 1e-3
-    if strategy.startswith("ralp"):
+    if strategy.startswith(("ralp", "hybrid")):
         assert row["cut_layer"] == "flatten"
+    assert (row["ps"], row["micro_batches"]) == (cfg.ps, cfg.micro_batches)
 
 
 def test_a_new_strategy_is_one_module_and_one_spec_entry(reference, tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 def test_ring_allreduce_sums_on_every_device_identically(workers, length):
     import tensorflow as tf
 
-    from ralp.hybrid import ring_allreduce
+    from ralp.ring import ring_allreduce
 
     rng = np.random.default_rng(workers * 100 + length)
     vectors = [rng.standard_normal(length).astype(np.float32) for _ in range(workers)]
