@@ -17,14 +17,26 @@ Compression: ``compression="auto"`` (or a list of codecs) repeats the analysis f
 codec and keeps the fastest plan, preferring the less lossy codec (earlier in the list)
 unless a lossier one is at least ``MIN_CODEC_GAIN`` faster: fewer bytes are worth an
 accuracy risk only when they buy time. ``Plan.compression`` names the codec chosen.
+
+Layouts and pipelining (the joint search): the hybrid runs with its head sharded over S PS
+tasks and with m pipelined micro-batches (ralp/cost_model.py prices both). ``micro_batches``
+None searches m in ``MICRO_BATCHES`` (those dividing the batch); an int fixes it. With
+``search_layouts`` the analyzer also tries sync PS in both layouts (dedicated PS hosts and one
+PS task beside each worker) and the hybrid at every S in 1..``ps`` (``ps`` is then the most PS
+hosts available); without it, a plan keeps the caller's ``ps`` and ``ps_placement``, which is
+what a run needs: its one launch has exactly those PS tasks (bench/planning.py), but it can
+split its batch as it likes. Among the hybrid's (S, m) variants one with more moving parts is
+picked only when it is ``MIN_VARIANT_GAIN`` faster than the plain one (the fewest PS tasks,
+no pipelining) and no simpler variant comes within that margin of it (see the constant).
 """
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 from bench.errors import UserError
-from ralp.cost_model import (SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS, UNCOMPRESSED_ONLY, Prediction,
-                             parse_compression, predict)
+from ralp.cost_model import (PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS,
+                             UNCOMPRESSED_ONLY, Prediction, parse_compression, predict)
 from ralp.hardware import Hardware, load_hardware
+from ralp.head_chain import head_chain
 from ralp.profile import ModelProfile, profile_model
 
 # A split must be predicted at least 5% faster than the best unsplit strategy: the hybrid's
@@ -38,6 +50,14 @@ MIN_SPLIT_GAIN = 0.05
 # predicted 5% gain from fp16 into 13% fewer images/sec.
 MIN_CODEC_GAIN = 0.10
 AUTO_COMPRESSIONS = ("none", "fp16", "int8", "topk:0.01")  # least to most lossy
+# Sharding the hybrid's head over more PS tasks or pipelining its step must be predicted at least
+# 5% faster than the plain hybrid, and than every simpler variant within reach: the model prices
+# bytes, FLOPs and one latency per micro-batch and phase, but not what grows with each extra part
+# (per-micro-batch op launches and smaller, less efficient matmuls; one more host to provision,
+# start and keep alive), and its step-time error on the emulated cluster (-21% to +4%) dwarfs
+# the 0.4% that separates, e.g., VGG-16's head over 1 or 2 PS at 8 workers with 8 micro-batches.
+MIN_VARIANT_GAIN = 0.05
+MICRO_BATCHES = (1, 2, 4, 8)  # m tried by the search (those dividing the batch)
 
 
 @dataclass
@@ -51,6 +71,11 @@ class Plan:
     split_possible: bool = True
     compression: Optional[str] = None       # the codec the predictions assume (None: fp32)
     by_compression: Dict[str, "Plan"] = field(default_factory=dict)  # each codec's plan (auto only)
+    micro_batches: int = 1                  # the chosen plan's pipelined micro-batches
+    ps: int = 1                             # PS tasks it runs with (hybrid: head shards S; horovod: 0)
+    ps_placement: Optional[str] = "dedicated"  # sync PS's layout (None: no PS)
+    hybrid_variants: Dict[Tuple[int, int], Prediction] = field(default_factory=dict)  # (S, m) -> best cut
+    ps_layouts: Dict[str, Prediction] = field(default_factory=dict)  # sync PS per layout tried
 
     @property
     def split(self) -> bool:
@@ -82,13 +107,17 @@ def _pick_ralp(by_cut: Dict[str, Prediction], cut_order) -> Optional[Prediction]
     return by_cut[tied[-1]]
 
 
-def _validate(batch_size, workers, ps, strategies):
-    for name, value in (("batch size", batch_size), ("workers", workers), ("ps", ps)):
+def _validate(batch_size, workers, ps, strategies, micro_batches):
+    for name, value in (("batch size", batch_size), ("workers", workers), ("ps", ps),
+                        ("micro-batches", 1 if micro_batches is None else micro_batches)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise UserError(f"{name} must be a positive integer, got {value!r}")
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown or not strategies:
         raise UserError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+    if micro_batches is not None and batch_size % micro_batches:
+        raise UserError(f"batch size {batch_size} does not split into {micro_batches} equal micro-batches")
+    return [m for m in MICRO_BATCHES if batch_size % m == 0] if micro_batches is None else [micro_batches]
 
 
 def compression_candidates(compression: Union[None, str, Sequence[str]]):
@@ -113,15 +142,21 @@ def compression_candidates(compression: Union[None, str, Sequence[str]]):
 
 def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, hardware=None,
             strategies: Sequence[str] = STRATEGIES, compression: Union[None, str, Sequence[str]] = None,
-            overlap: bool = False, all_cuts: bool = False, timing=None, ps_placement: str = "dedicated") -> Plan:
-    """Predict each strategy and pick the fastest; see module docstring for the split and codec rules."""
-    _validate(batch_size, workers, ps, strategies)
+            overlap: bool = False, all_cuts: bool = False, timing=None, ps_placement: str = "dedicated",
+            search_layouts: bool = False, micro_batches: Optional[int] = None) -> Plan:
+    """Predict each strategy and pick the fastest; see module docstring for the split, codec,
+    layout and micro-batch rules."""
+    if ps_placement not in PS_PLACEMENTS:
+        raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
+    search = _Search(_validate(batch_size, workers, ps, strategies, micro_batches),
+                     PS_PLACEMENTS if search_layouts else (ps_placement,),
+                     range(1, ps + 1) if search_layouts else (ps,), ps_placement)
     profile = model_or_profile if isinstance(model_or_profile, ModelProfile) else profile_model(model_or_profile)
     if not isinstance(hardware, Hardware):
         hardware = load_hardware(hardware)
     candidates = compression_candidates(compression)
     plans = {spec: _analyze_one(profile, batch_size, workers, ps, hardware, strategies, spec, overlap, all_cuts,
-                                timing, ps_placement)
+                                timing, search)
              for spec in candidates}
     if len(plans) == 1:
         return plans[candidates[0]]
@@ -141,19 +176,44 @@ def _step_time(plan: Plan) -> float:
     return plan.predictions[plan.strategy].step_time_s
 
 
+@dataclass(frozen=True)
+class _Search:
+    """What one analysis tries beyond strategies, cuts and codecs (module docstring)."""
+    micro_batches: Sequence[int]   # m for the hybrid
+    placements: Sequence[str]      # sync PS layouts
+    shards: Sequence[int]          # S for the hybrid's head
+    preferred: str = "dedicated"   # the layout a tie goes to
+
+
 def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compression, overlap, all_cuts,
-                 timing=None, ps_placement="dedicated") -> Plan:
-    common = dict(workers=workers, batch_size=batch_size, hardware=hardware, ps=ps,
-                  overlap=overlap, compression=compression, timing=timing)
+                 timing=None, search: Optional[_Search] = None) -> Plan:
+    search = search or _Search((1,), ("dedicated",), (ps,))
+    common = dict(workers=workers, batch_size=batch_size, hardware=hardware, overlap=overlap,
+                  compression=compression, timing=timing)
     if compression is not None:  # strategies priced (and implemented) in fp32 only sit this codec out
         strategies = [s for s in strategies if s not in UNCOMPRESSED_ONLY]
-    predictions = {s: predict(profile, s, **common, ps_placement=ps_placement)
-                   for s in strategies if s not in SPLIT_STRATEGIES}
+    predictions, ps_layouts = {}, {}
+    for s in (s for s in strategies if s not in SPLIT_STRATEGIES):
+        layouts = {pl: predict(profile, s, ps=ps, ps_placement=pl, **common)
+                   for pl in (search.placements if s == "ps" else search.placements[:1])}
+        predictions[s] = min(layouts.values(), key=lambda p: (p.step_time_s, p.ps_placement != search.preferred))
+        if s == "ps":
+            ps_layouts = layouts
     split_possible = profile.first_dense_cut() is not None
     cuts = candidate_cuts(profile, all_cuts)
-    by_cut = {s: {cut: predict(profile, s, cut=cut, **common) for cut in cuts}
-              for s in SPLIT_STRATEGIES if s in strategies}
-    best_splits = [p for p in (_pick_ralp(c, profile.cut_points) for c in by_cut.values()) if p is not None]
+    best_splits, by_cut, variants = [], {}, {}
+    for s in (s for s in SPLIT_STRATEGIES if s in strategies):
+        for S in (search.shards if s in SHARDED_HEAD else (ps,)):
+            usable = [c for c in cuts if S == 1 or s not in SHARDED_HEAD or profile.head_chain(c) is not None]
+            for m in (search.micro_batches if s in PIPELINED else (1,)):
+                by_cut[s, S, m] = {cut: predict(profile, s, cut=cut, ps=S, micro_batches=m, **common) for cut in usable}
+                best = _pick_ralp(by_cut[s, S, m], profile.cut_points)
+                if best is not None and s in PIPELINED + SHARDED_HEAD:
+                    variants[S, m] = best
+                elif best is not None:
+                    best_splits.append(best)
+    if variants:
+        best_splits.append(_pick_variant(variants))
     for p in best_splits:
         predictions[p.strategy] = p
     best_split = min(best_splits, key=lambda p: (p.step_time_s, p.worker_bytes), default=None)
@@ -170,28 +230,73 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                         "add 'ps' or 'horovod' to the strategies")
     requested = any(s in strategies for s in SPLIT_STRATEGIES)
     reason = _reason(profile, chosen, predictions, best_split, split_possible, requested)
+    reason += _variant_reason(predictions, variants, ps_layouts)
+    if cuts and not variants and any(s in strategies for s in SHARDED_HEAD):
+        reason += f" The hybrid is not a candidate with {ps} PS tasks: {head_chain(profile, cuts[0])[1]}."
     return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy in SPLIT_STRATEGIES else None,
-                predictions=predictions, reason=reason, ralp_by_cut=by_cut.get("ralp", {}),
-                split_possible=split_possible, compression=compression)
+                predictions=predictions, reason=reason, ralp_by_cut=by_cut.get(("ralp", ps, 1), {}),
+                split_possible=split_possible, compression=compression, micro_batches=chosen.micro_batches,
+                ps=chosen.ps, ps_placement=chosen.ps_placement, hybrid_variants=variants, ps_layouts=ps_layouts)
+
+
+def _pick_variant(variants: Dict[Tuple[int, int], Prediction]) -> Prediction:
+    """The (S, m) variant to run: only the plain one (fewest PS tasks, m = 1) and those at least
+    MIN_VARIANT_GAIN faster than it qualify; of those within MIN_VARIANT_GAIN of the fastest, the
+    one with the fewest PS tasks, then the fewest micro-batches (ties within 1e-9 included)."""
+    plain = variants[min(variants)]
+    eligible = [p for p in variants.values() if p is plain or p.step_time_s < plain.step_time_s * (1 - MIN_VARIANT_GAIN)]
+    fastest = min(p.step_time_s for p in eligible)
+    near = [p for p in eligible if p.step_time_s * (1 - MIN_VARIANT_GAIN) <= fastest * (1 + 1e-9)]
+    return min(near, key=lambda p: (p.ps, p.micro_batches, p.step_time_s))
+
+
+def describe(p: Prediction) -> str:
+    """A strategy's label with the layout it was priced in (the PS layout, the hybrid's S and m)."""
+    label = STRATEGY_LABELS[p.strategy]
+    if p.strategy == "ps" and p.ps_placement == "colocated":
+        return f"{label}, colocated"
+    if p.strategy in SHARDED_HEAD and (p.ps > 1 or p.micro_batches > 1):
+        head = f"head over {p.ps} PS" if p.ps > 1 else "head on 1 PS"
+        return f"{label}, {head}, {p.micro_batches} micro-batch{'es' if p.micro_batches > 1 else ''}"
+    return label
+
+
+def _variant_reason(predictions, variants, ps_layouts) -> str:
+    """The layouts and pipelining the search weighed, with their predicted step times."""
+    parts = []
+    hybrid = predictions.get("ralp-hybrid")
+    if hybrid is not None and len(variants) > 1:
+        plain = variants[min(variants)]
+        fastest = min(variants.values(), key=lambda p: (p.step_time_s, p.ps, p.micro_batches))
+        line = (f" Hybrid layouts: {describe(hybrid)} at {_seconds(hybrid.step_time_s)}"
+                + ("" if hybrid is plain else f" vs {_seconds(plain.step_time_s)} with "
+                   f"{plain.ps} PS, unpipelined"))
+        if fastest is not hybrid:
+            line += (f"; fastest {fastest.ps} PS x {fastest.micro_batches} micro-batches at "
+                     f"{_seconds(fastest.step_time_s)}, not {MIN_VARIANT_GAIN:.0%} faster than a simpler variant")
+        parts.append(line + f" ({len(variants)} (PS, micro-batch) variants tried).")
+    if len(ps_layouts) > 1:
+        parts.append(" Sync PS: " + ", ".join(f"{_seconds(p.step_time_s)} {layout}"
+                                              for layout, p in ps_layouts.items()) + ".")
+    return "".join(parts)
 
 
 def _reason(profile, chosen, predictions, best_split, split_possible, split_requested) -> str:
-    label = STRATEGY_LABELS
     sync_ps = predictions.get("ps")
     versus = f" vs {_mb(sync_ps.worker_bytes)} for sync PS" if sync_ps else ""
     if chosen.strategy in SPLIT_STRATEGIES:
         others = sorted((p for s, p in predictions.items() if s != chosen.strategy), key=lambda p: p.step_time_s)
-        times = " and ".join(f"{_seconds(p.step_time_s)} ({label[p.strategy]})" for p in others)
-        return (f"Split after {chosen.cut!r}: {label[chosen.strategy]} moves {_mb(chosen.worker_bytes)}/worker/step"
+        times = " and ".join(f"{_seconds(p.step_time_s)} ({describe(p)})" for p in others)
+        return (f"Split after {chosen.cut!r}: {describe(chosen)} moves {_mb(chosen.worker_bytes)}/worker/step"
                 f"{versus}; "
                 f"predicted {_seconds(chosen.step_time_s)}" + (f" vs {times}" if times else "") +
                 f". Bottleneck: {chosen.bottleneck}.")
-    best = f"{label[chosen.strategy]} is predicted fastest at {_seconds(chosen.step_time_s)} per step " \
+    best = f"{describe(chosen)} is predicted fastest at {_seconds(chosen.step_time_s)} per step " \
            f"(bottleneck: {chosen.bottleneck})."
     if not split_requested:
         return best
     if not split_possible:
         return f"No split possible: {profile.name} has no dense layer to place on the PS. " + best
-    return (f"Do not split: the best split ({label[best_split.strategy]} after {best_split.cut!r}) moves "
+    return (f"Do not split: the best split ({describe(best_split)} after {best_split.cut!r}) moves "
             f"{_mb(best_split.worker_bytes)}/worker/step{versus} and is predicted at "
             f"{_seconds(best_split.step_time_s)}; " + best)

@@ -17,6 +17,17 @@ per worker, W workers, S PS tasks):
              activations and receives 4BA activation gradients; the tower is sharded
              over the S PS tasks, the head (and so all activation traffic) lives on
              PS task 0, whose numbers are reported (the busiest task).
+- "ralp-hybrid": the tower's gradients are ring-all-reduced among the workers (2(W-1)/W *
+             4 P_tower each way); each worker sends 4BA activations and receives 4BA gradients.
+             S = 1: the head on one PS, which receives and sends 4WBA. S > 1 (the head a chain
+             of Dense layers of widths H_0..H_{n-1}, C = H_{n-1}, each split Megatron-style
+             over the S PS tasks, by input rows when i is even, by columns when odd): PS task s
+             receives and sends 4WBA/S (its feature slice); after each even layer but the last
+             the tasks ring-all-reduce its partial sums, 2(S-1)/S * 4WBH_i each way per task,
+             and the same again for the matching input gradients; the logits end on task 0,
+             which receives (S-1) * 4WBC (last layer row-split: partial sums) or (S-1)/S * 4WBC
+             (column-split: slices) and sends as much back as logit gradients. Reported: task
+             0's bytes (the busiest). Head compute and its update divide by S.
 P counts every variable, non-trainable batch-norm statistics included: under a PS
 they live on the PS and are read (pulled) and updated (pushed) every step.
 
@@ -48,6 +59,21 @@ a step is the sum of its phases (pull, compute, transfers, push, PS work); each
 transfer phase lasts as long as its slowest side (worker link or PS link) plus one
 latency. With ``overlap`` communication is perfectly pipelined with compute and the
 links are full duplex, so the step is the busiest resource (a lower bound).
+
+Pipelined micro-batches (``micro_batches=m``, the hybrid only, m dividing B): each worker's
+batch goes through the tower forward, the activations' trip up, the head's forward and
+backward, the gradients' trip down and the tower backward in m micro-batches, the next one
+starting while the previous is further along; the ring all-reduce and the updates follow once.
+A cost function marks the phases that repeat per micro-batch (``pipelined``) and the compute
+inside them (``StepCost.pipe_worker``, ``pipe_ps``). Bytes per step do not change with m. Time,
+the bottleneck-plus-fill approximation of a pipeline over physical resources: T_seq is the
+pipelined part's sequential time without latency (its phases' durations + the worker's and the
+PS's pipelined compute) and R_max the busiest of six resources within it (worker CPU, worker
+tx, worker rx, PS CPU, PS tx, PS rx: each the sum of what lands on it across the pipelined
+phases); the pipelined part takes R_max + (T_seq - R_max)/m + m * (its phases' latencies):
+every micro-batch pays its own latency. The rest of the step is added as before; m = 1 is
+the unpipelined formula exactly. Not priced: the smaller matmuls' lower efficiency and the
+per-micro-batch op launches, which is why the analyzer wants a clear gain before pipelining.
 """
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
@@ -56,7 +82,7 @@ from bench.errors import UserError
 from ralp.hardware import Hardware
 from ralp.strategy_costs import (  # noqa: F401 (re-exported)
     CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, UNCOMPRESSED_ONLY,
-    UPDATE_PASSES, Setting, StepCost, _compute_seconds, parse_compression)
+    PIPELINED, SHARDED_HEAD, UPDATE_PASSES, Setting, StepCost, _compute_seconds, parse_compression)
 
 PRICED = tuple(COST_FUNCTIONS)  # one cost function each (ralp/strategy_costs.py)
 STRATEGIES = PRICED  # what the analyzer searches (auto's candidates)
@@ -82,6 +108,9 @@ class Prediction:
     ps_tx_bytes: float
     ps_rx_bytes: float
     breakdown: Dict[str, float] = field(default_factory=dict)
+    ps: int = 1                        # PS tasks it runs with (0: none; colocated: one per worker)
+    ps_placement: Optional[str] = "dedicated"  # None: no PS
+    micro_batches: int = 1
 
     @property
     def worker_bytes(self) -> float:
@@ -131,7 +160,8 @@ def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware
 
 def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
             cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
-            timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated") -> Prediction:
+            timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated",
+            micro_batches: int = 1) -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring): the
     strategy's cost function (ralp/strategy_costs.py) says what moves and what computes,
     ``_assemble`` turns that into time the same way for every strategy."""
@@ -140,8 +170,11 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     _check_positive("workers", workers)
     _check_positive("batch size", batch_size)
     _check_positive("ps", ps)
+    _check_positive("micro-batches", micro_batches)
     if strategy not in PRICED:
         raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(PRICED)}")
+    if micro_batches > 1 and strategy not in PIPELINED:
+        raise UserError(f"{strategy} has no micro-batches; only {', '.join(PIPELINED)} pipelines them")
     comp = parse_compression(compression)
     if timing is not None:
         hardware = model_hardware(profile, timing, hardware)
@@ -149,10 +182,16 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
-                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement)
+                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches)
     cost = COST_FUNCTIONS[strategy](setting)
-    prediction = _assemble(strategy, cost.cut, workers, batch_size, hardware, cost.phases, cost.worker_fwd,
-                           cost.worker_bwd, cost.ps_compute, overlap, cost.worker_codec, cost.ps_codec, cost.stages)
+    prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap)
+    prediction.micro_batches = cost.micro_batches
+    if strategy == "horovod":
+        prediction.ps, prediction.ps_placement = 0, None
+    elif strategy == "ps" and ps_placement == "colocated":
+        prediction.ps, prediction.ps_placement = workers, ps_placement
+    else:
+        prediction.ps = ps
     if cost.mean_bytes is not None:  # colocated: the mean host's bytes, no PS host
         prediction = replace(prediction, worker_tx_bytes=cost.mean_bytes[0], worker_rx_bytes=cost.mean_bytes[1],
                              ps_tx_bytes=0.0, ps_rx_bytes=0.0)
@@ -180,10 +219,12 @@ def _staged_ps_step(durations, stages, fwd, bwd, codec):
     return max(fc_pushed, conv_ready) + push * p_conv
 
 
-def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_compute, overlap,
-              worker_codec=0.0, ps_codec=0.0, stages=None):
+def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
+    """A StepCost as a step time (module docstring: Timing, Pipelined micro-batches)."""
     worker_Bps, ps_Bps, lat = hardware.worker_bandwidth / 8, hardware.ps_bandwidth / 8, hardware.latency_s
-    ps_compute += ps_codec
+    phases, worker_fwd, worker_bwd, m = cost.phases, cost.worker_fwd, cost.worker_bwd, cost.micro_batches
+    worker_codec, ps_codec = cost.worker_codec, cost.ps_codec
+    ps_compute = cost.ps_compute + ps_codec
     breakdown = {"worker_forward_s": worker_fwd, "worker_backward_s": worker_bwd, "ps_compute_s": ps_compute}
     if worker_codec or ps_codec:
         breakdown.update(worker_codec_s=worker_codec, ps_codec_s=ps_codec)
@@ -191,7 +232,7 @@ def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_
     for ph in phases:
         worker_side = max(ph.worker_tx, ph.worker_rx) / worker_Bps
         ps_side = max(ph.ps_tx, ph.ps_rx) / ps_Bps
-        duration = max(worker_side, ps_side) + ph.latency_hops * lat
+        duration = max(worker_side, ps_side) + ph.latency_hops * lat * (m if ph.pipelined else 1)
         breakdown[ph.name.replace(" ", "_") + "_s"] = duration
         comm += duration
         worker_link_busy += worker_side
@@ -200,14 +241,19 @@ def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_
     worker_compute = worker_fwd + worker_bwd + worker_codec
     if overlap and phases:
         # Full duplex, perfectly pipelined: each direction of each link is its own resource.
-        latency = sum(ph.latency_hops for ph in phases) * lat
+        latency = sum(ph.latency_hops * (m if ph.pipelined else 1) for ph in phases) * lat
         worker_link_busy = max(totals["worker_tx"], totals["worker_rx"]) / worker_Bps
         ps_link_busy = max(totals["ps_tx"], totals["ps_rx"]) / ps_Bps
         comm = max(worker_link_busy, ps_link_busy) + latency
         step = max(worker_compute, ps_compute, comm)
-    elif stages is not None and len(phases) == 2:
+    elif cost.stages is not None and len(phases) == 2:
         durations = [breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases]
-        step = _staged_ps_step(durations, stages, worker_fwd, worker_bwd, worker_codec) + ps_compute
+        step = _staged_ps_step(durations, cost.stages, worker_fwd, worker_bwd, worker_codec) + ps_compute
+    elif m > 1:
+        pipelined, bound = _pipeline(cost, worker_Bps, ps_Bps, lat)
+        rest = sum(breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases if not ph.pipelined)
+        step = pipelined + rest + worker_compute - cost.pipe_worker + ps_compute - cost.pipe_ps
+        breakdown.update(micro_batches=m, pipeline_s=pipelined, pipeline_bound_s=bound)
     else:
         step = worker_compute + ps_compute + comm
     busy = {"worker compute": worker_compute, "PS compute": ps_compute,
@@ -215,7 +261,22 @@ def _assemble(strategy, cut, W, B, hardware, phases, worker_fwd, worker_bwd, ps_
     bottleneck = max(BOTTLENECKS, key=lambda name: busy[name])
     breakdown.update({"worker_link_busy_s": worker_link_busy, "ps_link_busy_s": ps_link_busy})
     return Prediction(
-        strategy=strategy, cut=cut, workers=W, batch_size=B, step_time_s=step,
+        strategy=strategy, cut=cost.cut, workers=W, batch_size=B, step_time_s=step,
         compute_s=worker_compute + ps_compute, comm_s=comm, bottleneck=bottleneck,
         worker_tx_bytes=totals["worker_tx"], worker_rx_bytes=totals["worker_rx"],
         ps_tx_bytes=totals["ps_tx"], ps_rx_bytes=totals["ps_rx"], breakdown=breakdown)
+
+
+def _pipeline(cost: StepCost, worker_Bps, ps_Bps, lat):
+    """(time of the pipelined part over m micro-batches, its busiest resource R_max): the
+    bottleneck-plus-fill approximation R_max + (T_seq - R_max)/m, plus each pipelined phase's
+    latency once per micro-batch (module docstring)."""
+    m, pipe = cost.micro_batches, [ph for ph in cost.phases if ph.pipelined]
+    t_seq = cost.pipe_worker + cost.pipe_ps + sum(
+        max(max(ph.worker_tx, ph.worker_rx) / worker_Bps, max(ph.ps_tx, ph.ps_rx) / ps_Bps) for ph in pipe)
+    resources = [cost.pipe_worker, cost.pipe_ps] + [
+        sum(getattr(ph, key) for ph in pipe) / rate
+        for key, rate in (("worker_tx", worker_Bps), ("worker_rx", worker_Bps), ("ps_tx", ps_Bps), ("ps_rx", ps_Bps))]
+    bound = max(resources)
+    latency = m * sum(ph.latency_hops for ph in pipe) * lat
+    return bound + (t_seq - bound) / m + latency, bound

@@ -112,6 +112,11 @@ class ModelProfile:
                             f"valid: {', '.join(self.cut_points) or 'none'}")
         return self._tower_layers[cut]
 
+    def head_chain(self, cut: str) -> Optional[List[int]]:
+        """The head's Dense widths if the head after ``cut`` can be sharded (ralp/head_chain.py), else None."""
+        from ralp.head_chain import head_chain
+        return head_chain(self, cut)[0]
+
     def head_dense_flops(self, cut: str) -> int:
         tower = self.tower_layers(cut)
         return sum(l.dense_flops for l in self.layers if l.name not in tower)

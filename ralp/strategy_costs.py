@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from bench.errors import UserError
 from ralp.codec_spec import parse_codec
 from ralp.hardware import Hardware
+from ralp.head_chain import head_chain
 
 TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
 # Memory-bound passes per element (see module docstring).
@@ -28,6 +29,7 @@ class _Phase:
     ps_tx: float = 0.0
     ps_rx: float = 0.0
     latency_hops: int = 1
+    pipelined: bool = False  # repeated per micro-batch, overlapping across them (ralp/cost_model.py)
 
 
 def parse_compression(compression: Optional[str]):
@@ -102,6 +104,7 @@ class Setting:
     timing: object = None              # ModelTiming, when the model's step was measured
     cut: Optional[str] = None
     ps_placement: str = "dedicated"
+    micro_batches: int = 1             # m: the hybrid's pipelined micro-batches per step
 
     @property
     def P(self) -> float:
@@ -130,6 +133,12 @@ class StepCost:
     stages: Optional[Tuple[float, float]] = None   # sync PS's conv/FC overlap (see _staged_ps_step)
     mean_bytes: Optional[Tuple[float, float]] = None  # colocated PS: the mean host's (tx, rx)
     notes: Dict = field(default_factory=dict)
+    # Pipelined micro-batches: m, and how much of the worker's and the PS's compute (already
+    # inside worker_fwd + worker_bwd and ps_compute) runs per micro-batch in the pipeline
+    # with the phases marked ``pipelined``; the rest runs once, after it.
+    micro_batches: int = 1
+    pipe_worker: float = 0.0
+    pipe_ps: float = 0.0
 
 
 def sync_ps_cost(s: Setting) -> StepCost:
@@ -243,25 +252,66 @@ def fc_on_ps_cost(s: Setting) -> StepCost:
 def hybrid_cost(s: Setting) -> StepCost:
     """Hybrid (ralp/hybrid.py): the tower data-parallel, its gradients ring-all-reduced among the
     workers (fused into one buffer: a copy in and out, (W-1)/W sums, every replica's update);
-    the head on PS task 0, fed by activations. The PS link carries activations only. fp32."""
-    W, B = s.W, s.B
+    the head on the PS, fed by activations; fp32. With S > 1 PS tasks the head's Dense chain is
+    sharded over them (ralp/sharded_head.py, ``_sharded_head``): activations go up in feature
+    slices and the PS tasks exchange partial sums. With m micro-batches the activations, the head
+    and the tower's forward and backward form a pipeline; the ring and the updates follow once."""
+    W, B, S, m = s.W, s.B, s.S, s.micro_batches
     if s.comp[0] is not None:
         raise UserError("ralp-hybrid has no codecs yet; use --compression none")
+    if B % m:
+        raise UserError(f"batch size {B} does not split into {m} equal micro-batches; "
+                        "choose micro-batches that divide the batch size")
     cut, p_tower, p_head, floats, tower_train, head_train = _split(s)
     acts = 4.0 * B * floats
-    phases = [_Phase("send activations", worker_tx=acts, ps_rx=acts * W),
-              _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W)]
+    forward, backward, ps_sums = _sharded_head(s, cut) if S > 1 else ([], [], 0.0)
+    phases = ([_Phase("send activations", worker_tx=acts, ps_rx=acts * W / S, pipelined=True)] + forward + backward
+              + [_Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W / S, pipelined=True)])
     worker_bwd = tower_train * 2 / 3 + s.passes(p_tower, UPDATE_PASSES)
     if W > 1:
         ring = 2.0 * (W - 1) / W * 4.0 * p_tower
         phases.append(_Phase("ring all-reduce tower gradients", worker_tx=ring, worker_rx=ring,
                              latency_hops=2 * (W - 1)))
         worker_bwd += s.passes(p_tower, FUSION_PASSES + (W - 1) / W)
-    return StepCost(phases, tower_train / 3, worker_bwd,
-                    ps_compute=head_train + s.passes(p_head, UPDATE_PASSES), cut=cut)
+    head = head_train / S + ps_sums  # each PS task holds 1/S of every head layer
+    return StepCost(phases, tower_train / 3, worker_bwd, ps_compute=head + s.passes(p_head / S, UPDATE_PASSES),
+                    cut=cut, micro_batches=m, pipe_worker=tower_train, pipe_ps=head)
+
+
+def _sharded_head(s: Setting, cut: str):
+    """PS-to-PS phases of the head's Dense chain L_0..L_{n-1} (widths H_i) sharded over S tasks,
+    L_i split by input rows when i is even and by output columns when odd (Megatron-style), for
+    N = W x B rows: after each even L_i but the last, its partial sums (N H_i floats) are
+    ring-all-reduced among the S tasks (2(S-1)/S x 4 N H_i bytes each way per task), and so are
+    the matching odd layer's input-gradient partial sums in the backward pass. The logits (C =
+    H_{n-1}) end on task 0: row-split, the other S-1 tasks send it their partial sums (4 N C
+    each) and get the logit gradients back; column-split, their slices (4 N C / S each).
+    Returns (forward phases, backward phases, the PS's summing time), task 0's bytes (the
+    busiest task: it also gathers the logits); the ring sums (S-1)/S passes, task 0 S-1."""
+    W, B, S = s.W, s.B, s.S
+    widths, why = head_chain(s.profile, cut)
+    if widths is None:
+        raise UserError(f"ralp-hybrid cannot shard {s.profile.name}'s head over {S} PS tasks: {why}; use --ps 1")
+    N, last = W * B, len(widths) - 1
+    forward, backward, sums = [], [], 0.0
+    for i in range(0, last, 2):  # even layers that are not the last
+        ring = 2.0 * (S - 1) / S * 4.0 * N * widths[i]
+        forward.append(_Phase(f"PS all-reduce layer {i} outputs", ps_tx=ring, ps_rx=ring,
+                              latency_hops=2 * (S - 1), pipelined=True))
+        backward.insert(0, _Phase(f"PS all-reduce layer {i + 1} input gradients", ps_tx=ring, ps_rx=ring,
+                                  latency_hops=2 * (S - 1), pipelined=True))
+        sums += 2 * s.passes(N * widths[i], (S - 1) / S)
+    logits = 4.0 * N * widths[last] * (S - 1) * (1.0 if last % 2 == 0 else 1.0 / S)
+    forward.append(_Phase("gather logits on PS 0", ps_rx=logits, pipelined=True))
+    backward.insert(0, _Phase("scatter logit gradients from PS 0", ps_tx=logits, pipelined=True))
+    if last % 2 == 0:
+        sums += s.passes(N * widths[last], S - 1)
+    return forward, backward, sums
 
 
 COST_FUNCTIONS: Dict[str, Callable[[Setting], StepCost]] = {
     "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost, "ralp-hybrid": hybrid_cost}
 SPLIT_STRATEGIES = ("ralp", "ralp-hybrid")  # priced at a cut
 UNCOMPRESSED_ONLY = ("ralp-hybrid",)        # no codecs: priced (and implemented) in fp32 only
+SHARDED_HEAD = ("ralp-hybrid",)             # ps=S > 1 shards the head (elsewhere: the tower / the variables)
+PIPELINED = ("ralp-hybrid",)                # micro_batches=m > 1 pipelines the step

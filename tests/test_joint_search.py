@@ -1,0 +1,282 @@
+"""The hybrid's sharded head and pipelined micro-batches, priced and searched.
+
+Bytes are checked against hand formulas from the layers' published widths (not from the
+profile's own helper); the pipeline against the bottleneck-plus-fill formula worked by hand
+on a two-layer toy; today's hybrid (one PS, no micro-batches) against step times pinned from
+the cost model before either feature existed (commit 77b7dcf).
+"""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+from bench.errors import UserError  # noqa: E402
+from ralp.analyzer import MIN_VARIANT_GAIN, _pick_variant, analyze  # noqa: E402
+from ralp.cost_model import Prediction, predict  # noqa: E402
+from ralp.hardware import Hardware, load_hardware  # noqa: E402
+from test_cost_model import two_layer_profile  # noqa: E402
+from test_profile import zoo_profile  # noqa: E402  (profiles built once per session)
+
+# CIFAR zoo heads (bench/models/small.py): floats at the flatten cut, head Dense widths.
+CIFAR = {"vgg_cifar": (4096, (1024, 1024, 10)), "alexnet_cifar": (2048, (1024, 1024, 10))}
+ONE_GBIT = load_hardware("v100-10gbe", bandwidth="1gbit")
+
+
+# ----------------------------------------------------------------------------- the chain
+
+def test_head_chain_of_zoo_models():
+    vgg = zoo_profile("vgg_cifar")
+    assert vgg.head_chain("flatten") == [1024, 1024, 10]
+    assert vgg.head_chain("block3_pool") == [1024, 1024, 10]  # Flatten before the first Dense
+    assert vgg.head_chain("fc1") == [1024, 10]
+    assert vgg.head_chain("block3_conv2") is None             # a MaxPooling2D in the head
+    assert zoo_profile("alexnet_cifar").head_chain("flatten") == [1024, 1024, 10]
+    assert zoo_profile("lenet_mnist").head_chain("flatten") == [512, 10]
+
+
+def _keras_profile(middle, softmax=False):
+    """conv -> flatten -> Dense(32) -> ``middle`` -> Dense(10) [-> Softmax layer], profiled."""
+    import tensorflow as tf
+
+    from ralp.profile import profile_model
+
+    L = tf.keras.layers
+    inputs = tf.keras.Input((8, 8, 3))
+    x = L.Flatten(name="flatten")(L.Conv2D(4, 3, name="conv")(inputs))
+    x = L.Dense(32, activation="relu", name="fc1")(x)
+    x = L.Dense(10, name="logits")(middle(x))
+    if softmax:
+        x = L.Activation("softmax", name="probabilities")(x)
+    return profile_model(tf.keras.Model(inputs, x, name="tiny"))
+
+
+@pytest.mark.parametrize("middle,kind", [
+    ("batchnorm", "BatchNormalization"), ("dropout", "Dropout"), ("branch", "Add")])
+def test_a_head_that_is_not_a_dense_chain_cannot_be_sharded(middle, kind):
+    import tensorflow as tf
+
+    L = tf.keras.layers
+    build = {"batchnorm": lambda x: L.BatchNormalization(name="bn")(x),
+             "dropout": lambda x: L.Dropout(0.5, name="drop")(x),
+             "branch": lambda x: L.Add(name="add")([L.Dense(32, name="a")(x), L.Dense(32, name="b")(x)])}[middle]
+    profile = _keras_profile(build)
+    cut = profile.first_dense_cut()
+    assert profile.head_chain(cut) is None
+    settings = dict(workers=4, batch_size=8, hardware=ONE_GBIT, cut=cut)
+    predict(profile, "ralp-hybrid", ps=1, **settings)  # one PS: today's hybrid, any head
+    with pytest.raises(UserError, match=f"cannot shard tiny's head over 2 PS tasks: .*{kind}"):
+        predict(profile, "ralp-hybrid", ps=2, **settings)
+    # the analyzer tries S > 1 only at cuts whose head is a chain (here: after the odd layer)
+    searched = analyze(profile, batch_size=8, workers=4, ps=3, hardware=ONE_GBIT, search_layouts=True)
+    sharded = [p for (S, _), p in searched.hybrid_variants.items() if S > 1]
+    assert sharded and all(p.cut != cut and profile.head_chain(p.cut) == [10] for p in sharded)
+
+
+def test_without_a_chain_at_any_cut_a_sharded_hybrid_is_no_candidate():
+    profile = _keras_profile(lambda x: x, softmax=True)  # a Softmax layer after the logits
+    assert all(profile.head_chain(c) is None for c in profile.cut_points)
+    held = analyze(profile, batch_size=8, workers=4, ps=2, hardware=ONE_GBIT)
+    assert "ralp-hybrid" not in held.predictions and "not a candidate with 2 PS tasks" in held.reason
+    assert "Activation layer ('probabilities')" in held.reason
+    searched = analyze(profile, batch_size=8, workers=4, ps=2, hardware=ONE_GBIT, search_layouts=True)
+    assert {S for S, _ in searched.hybrid_variants} == {1}
+
+
+def test_a_dense_layer_on_an_unflattened_tensor_is_not_a_chain():
+    profile = two_layer_profile(1_000, 25_000, 1000)  # the toy's 'fc' is no 1000 x 10 matrix
+    assert profile.head_chain("conv") is None
+
+
+# ----------------------------------------------------------------------------- sharded head bytes
+
+def _sharded_bytes(W, B, A, widths, S):
+    """PS task 0's bytes each way per step, by hand (the module docstring's formulas)."""
+    N, last = W * B, len(widths) - 1
+    total = 4 * N * A / S                                  # its feature slice of the activations
+    for i in range(0, last, 2):                            # row-split layers before the last
+        total += 2 * (2 * (S - 1) / S * 4 * N * widths[i])  # outputs forward, input grads backward
+    C = widths[last]
+    total += (S - 1) * 4 * N * C if last % 2 == 0 else (S - 1) / S * 4 * N * C
+    return total
+
+
+@pytest.mark.parametrize("model", ["vgg_cifar", "alexnet_cifar"])
+@pytest.mark.parametrize("S", [2, 3])
+@pytest.mark.parametrize("cut", ["flatten", "fc"])
+def test_sharded_head_ps_bytes_match_hand_formulas(model, S, cut):
+    profile = zoo_profile(model)
+    A, widths = CIFAR[model]
+    W, B = 4, 32
+    if cut == "fc":  # cut after the first FC layer: head = [1024, 10], the logits column-split
+        cut, A, widths = profile.layer_names()[profile.layer_names().index("flatten") + 1], 1024, widths[1:]
+    N = W * B
+    sharded = predict(profile, "ralp-hybrid", workers=W, batch_size=B, hardware=ONE_GBIT, ps=S, cut=cut)
+    plain = predict(profile, "ralp-hybrid", workers=W, batch_size=B, hardware=ONE_GBIT, ps=1, cut=cut)
+    expected = _sharded_bytes(W, B, A, widths, S)
+    assert sharded.ps_rx_bytes == pytest.approx(expected, rel=1e-12)
+    assert sharded.ps_tx_bytes == pytest.approx(expected, rel=1e-12)
+    if len(widths) == 3:  # spelled out once: 4NA/S + 2 x 2(S-1)/S x 4N x 1024 + (S-1) x 4N x 10
+        assert expected == 4 * N * A / S + 4 * (S - 1) / S * 4 * N * 1024 + (S - 1) * 4 * N * 10
+    else:                 # 4NA/S + 2 x 2(S-1)/S x 4N x 1024 + (S-1)/S x 4N x 10
+        assert expected == 4 * N * 1024 / S + 4 * (S - 1) / S * 4 * N * 1024 + (S - 1) / S * 4 * N * 10
+    # the workers' side does not change: 4BA each way plus the tower's ring
+    assert (sharded.worker_tx_bytes, sharded.worker_rx_bytes) == (plain.worker_tx_bytes, plain.worker_rx_bytes)
+    assert plain.ps_rx_bytes == 4 * N * A
+    # head compute and its update divide by S (plus the PS tasks' sums)
+    assert sharded.breakdown["ps_compute_s"] < plain.breakdown["ps_compute_s"] / S * 1.5
+
+
+# ----------------------------------------------------------------------------- today's hybrid
+
+@pytest.mark.parametrize("model,W,B,bandwidth,overlap,step", [
+    ("vgg_cifar", 4, 32, "1gbit", False, 0.09335412740076433),
+    ("vgg_cifar", 4, 32, "1gbit", True, 0.059573888),
+    ("alexnet_cifar", 3, 16, "100mbit", False, 0.21671085210225052),
+    ("alexnet_cifar", 3, 16, "100mbit", True, 0.16326618666666665),
+])
+def test_one_ps_and_one_micro_batch_is_todays_hybrid_exactly(model, W, B, bandwidth, overlap, step):
+    hardware = load_hardware("v100-10gbe", bandwidth=bandwidth)
+    settings = dict(workers=W, batch_size=B, hardware=hardware, overlap=overlap)
+    default = predict(zoo_profile(model), "ralp-hybrid", **settings)
+    explicit = predict(zoo_profile(model), "ralp-hybrid", ps=1, micro_batches=1, **settings)
+    assert default.step_time_s == explicit.step_time_s == step
+    assert (default.ps, default.micro_batches) == (1, 1)
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+def _toy(latency=0.0):
+    """A two-layer profile on links slow enough that every resource matters."""
+    profile = two_layer_profile(2_000_000, 5_000_000, 4096, conv_flops=2e9, fc_flops=1e8)
+    hardware = Hardware("toy", 4e12, 4e12, 2e12, 1e9, 2e9, latency)
+    return profile, hardware
+
+
+def test_pipelined_step_is_bottleneck_plus_fill_by_hand():
+    profile, hw = _toy()
+    W, B, A = 4, 32, 4096
+    tower = 3 * B * 2e9 / 4e12                 # the toy's tower: conv FLOPs at the conv rate
+    head = 3 * W * B * 1e8 / 2e12              # the head for W x B images on the PS
+    up_worker, up_ps = 4 * B * A / (1e9 / 8), 4 * W * B * A / (2e9 / 8)
+    t_seq = tower + head + 2 * max(up_worker, up_ps)      # activations up, gradients down
+    r_max = max(tower, head, up_worker, up_ps)            # worker CPU/tx/rx, PS CPU/tx/rx
+    steps = {m: predict(profile, "ralp-hybrid", workers=W, batch_size=B, hardware=hw, micro_batches=m)
+             for m in (1, 2, 4, 8)}
+    rest = steps[1].step_time_s - t_seq                   # ring, fusion copies, updates: once
+    assert rest > 0
+    for m, p in steps.items():
+        pipelined = p.step_time_s - rest
+        assert pipelined == pytest.approx(r_max + (t_seq - r_max) / m, rel=1e-9)
+        assert r_max <= pipelined * (1 + 1e-12) and pipelined <= t_seq * (1 + 1e-12)
+        if m > 1:
+            assert p.breakdown["pipeline_bound_s"] == pytest.approx(r_max, rel=1e-12)
+            assert p.step_time_s < steps[m // 2].step_time_s  # decreasing in m
+        for key in ("worker_tx_bytes", "worker_rx_bytes", "ps_tx_bytes", "ps_rx_bytes"):
+            assert getattr(p, key) == getattr(steps[1], key)  # bytes do not depend on m
+        assert p.micro_batches == m
+
+
+def test_each_micro_batch_pays_its_own_latency():
+    W, B = 4, 32
+    for m in (1, 2, 8):
+        fast, slow = (predict(_toy(lat)[0], "ralp-hybrid", workers=W, batch_size=B, hardware=_toy(lat)[1],
+                              micro_batches=m) for lat in (0.0, 1e-3))
+        # two pipelined phases (up, down) once per micro-batch; the tower ring's 2(W-1) hops once
+        assert slow.step_time_s - fast.step_time_s == pytest.approx((2 * m + 2 * (W - 1)) * 1e-3, rel=1e-9)
+    # so on a high-latency link more micro-batches can be slower, and the analyzer keeps m = 1
+    profile, hw = _toy(latency=0.05)
+    plan = analyze(profile, batch_size=32, workers=4, hardware=hw, strategies=("ralp-hybrid",))
+    assert plan.micro_batches == 1 and {m for _, m in plan.hybrid_variants} == {1, 2, 4, 8}
+
+
+def test_micro_batches_must_divide_the_batch_and_apply_to_the_hybrid_only():
+    profile, hw = _toy()
+    with pytest.raises(UserError, match="batch size 30 does not split into 4 equal micro-batches"):
+        predict(profile, "ralp-hybrid", workers=2, batch_size=30, hardware=hw, micro_batches=4)
+    with pytest.raises(UserError, match="batch size 30 does not split into 4"):
+        analyze(profile, batch_size=30, workers=2, hardware=hw, micro_batches=4)
+    with pytest.raises(UserError, match="ps has no micro-batches"):
+        predict(profile, "ps", workers=2, batch_size=32, hardware=hw, micro_batches=2)
+    with pytest.raises(UserError, match="micro-batches must be a positive integer"):
+        predict(profile, "ralp-hybrid", workers=2, batch_size=32, hardware=hw, micro_batches=0)
+    searched = analyze(profile, batch_size=12, workers=2, hardware=hw)  # 8 does not divide 12
+    assert {m for _, m in searched.hybrid_variants} == {1, 2, 4}
+
+
+# ----------------------------------------------------------------------------- the search
+
+def _fake(S, m, t):
+    return Prediction("ralp-hybrid", "flatten", 4, 32, t, 0.0, 0.0, "PS link", 0, 0, 0, 0, ps=S, micro_batches=m)
+
+
+def test_variant_rule_wants_a_clear_gain_and_then_the_fewest_moving_parts():
+    plain = _fake(1, 1, 1.0)
+    # 2% faster is not worth pipelining
+    assert _pick_variant({(1, 1): plain, (1, 2): _fake(1, 2, 0.98)}) is plain
+    # a clear gain: of the variants within 5% of the fastest, the one with fewer PS tasks
+    one_ps = _fake(1, 8, 0.90)
+    assert _pick_variant({(1, 1): plain, (1, 8): one_ps, (2, 8): _fake(2, 8, 0.89)}) is one_ps
+    # exact ties go to fewer PS tasks, then fewer micro-batches
+    fewer = _fake(1, 4, 0.5)
+    assert _pick_variant({(1, 1): plain, (2, 4): _fake(2, 4, 0.5), (1, 8): _fake(1, 8, 0.5), (1, 4): fewer}) is fewer
+    # a simpler variant 6% behind the fastest does not hold it back
+    fastest = _fake(2, 8, 0.50)
+    assert _pick_variant({(1, 1): plain, (1, 8): _fake(1, 8, 0.50 / (1 - MIN_VARIANT_GAIN) * 1.01),
+                          (2, 8): fastest}) is fastest
+
+
+def test_the_search_shards_and_pipelines_vgg16_where_it_pays_and_says_why():
+    """VGG-16 on V100 + 10 GbE, up to 4 PS hosts: at 128 workers the head's 411 MB of
+    activations each way bound one PS link; 8 micro-batches overlap the trips up and down (the
+    link is full duplex) and two PS hosts halve them."""
+    profile, hardware = zoo_profile("vgg16"), load_hardware("v100-10gbe")
+    plan = analyze(profile, batch_size=32, workers=128, ps=4, hardware=hardware, search_layouts=True)
+    hybrid = plan.predictions["ralp-hybrid"]
+    assert (plan.strategy, plan.ps, plan.micro_batches, plan.ps_placement) == ("ralp-hybrid", 2, 8, "dedicated")
+    assert (hybrid.ps, hybrid.micro_batches) == (2, 8) and len(plan.hybrid_variants) == 4 * 4
+    plain = plan.hybrid_variants[1, 1]
+    assert hybrid.step_time_s < plain.step_time_s * (1 - MIN_VARIANT_GAIN)
+    for text in ("head over 2 PS, 8 micro-batches", f"{hybrid.step_time_s:.3g} s",
+                 f"{plain.step_time_s:.3g} s with 1 PS, unpipelined", f"{plan.predictions['horovod'].step_time_s:.3g} s",
+                 "Sync PS:", "colocated", "dedicated"):
+        assert text in plan.reason, (text, plan.reason)
+    assert set(plan.ps_layouts) == {"dedicated", "colocated"}
+
+
+@pytest.mark.parametrize("workers,strategy", [(8, "ralp-hybrid"), (128, "ralp-hybrid"), (256, "ralp-hybrid"),
+                                              (512, "horovod"), (1024, "horovod")])
+def test_micro_batches_move_vgg16s_crossover_to_the_ring(workers, strategy):
+    """With one PS (a run's own launch) but micro-batches searched, the hybrid beats the ring
+    up to 256 workers (unpipelined: 64, tests/test_analyzer.py)."""
+    plan = analyze(zoo_profile("vgg16"), batch_size=32, workers=workers, hardware=load_hardware("v100-10gbe"))
+    assert plan.strategy == strategy, plan.reason
+    assert {S for S, _ in plan.hybrid_variants} == {1}
+
+
+def test_without_search_layouts_a_plan_keeps_the_runs_ps_count_and_layout():
+    """What bench/planning.py asks: its one launch has exactly --ps PS tasks in --ps-placement."""
+    profile = zoo_profile("vgg_cifar")
+    plan = analyze(profile, batch_size=32, workers=4, ps=2, hardware=ONE_GBIT, ps_placement="dedicated")
+    assert {S for S, _ in plan.hybrid_variants} == {2} and set(plan.ps_layouts) == {"dedicated"}
+    assert plan.predictions["ps"].ps == 2 and plan.predictions["ralp"].ps == 2
+    colocated = analyze(profile, batch_size=32, workers=4, hardware=ONE_GBIT, ps_placement="colocated",
+                        strategies=("ps", "horovod"))
+    assert set(colocated.ps_layouts) == {"colocated"} and colocated.predictions["ps"].ps_placement == "colocated"
+    fixed = analyze(profile, batch_size=32, workers=4, hardware=ONE_GBIT, micro_batches=1)
+    assert set(fixed.hybrid_variants) == {(1, 1)}
+
+
+def test_the_search_picks_the_faster_sync_ps_layout():
+    """alexnet_cifar at 1 Gbit/s: one dedicated PS link carries W x 4P each way, colocated PS
+    tasks spread it over every host (measured in results/: 0.36 vs 0.67 s at 2 workers, 0.70 vs
+    1.31 s at 4)."""
+    profile = zoo_profile("alexnet_cifar")
+    for workers in (2, 4, 8):
+        plan = analyze(profile, batch_size=32, workers=workers, hardware=ONE_GBIT, strategies=("ps",),
+                       search_layouts=True)
+        times = {layout: p.step_time_s for layout, p in plan.ps_layouts.items()}
+        assert (plan.strategy, plan.ps_placement) == ("ps", "colocated") and plan.ps == workers
+        assert times["colocated"] < times["dedicated"] and plan.predictions["ps"].step_time_s == times["colocated"]
+        assert all(f"{t:.3g} s {layout}" in plan.reason for layout, t in times.items())
+        assert plan.reason.startswith("sync PS, colocated is predicted fastest")
