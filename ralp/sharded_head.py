@@ -123,7 +123,13 @@ class ShardedHead:
         return tf.split(flat, self.in_sizes, axis=1)
 
     def _allreduce(self, partials):
-        flat = ring_allreduce([tf.reshape(p, [-1]) for p in partials], self.devices)
+        """The sum of the tasks' partial tensors, on every task. Each reshape runs on its own task:
+        an op left unplaced lands on the chief's host and drags the tensor there and back."""
+        vectors = []
+        for device, p in zip(self.devices, partials):
+            with tf.device(device):
+                vectors.append(tf.reshape(p, [-1]))
+        flat = ring_allreduce(vectors, self.devices)
         shape = tf.shape(partials[0])
         out = []
         for device, vector in zip(self.devices, flat):
