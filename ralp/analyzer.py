@@ -256,9 +256,13 @@ def describe(p: Prediction) -> str:
     if p.strategy == "ps" and p.ps_placement == "colocated":
         return f"{label}, colocated"
     if p.strategy in SHARDED_HEAD and (p.ps > 1 or p.micro_batches > 1):
-        head = f"head over {p.ps} PS" if p.ps > 1 else "head on 1 PS"
-        return f"{label}, {head}, {p.micro_batches} micro-batch{'es' if p.micro_batches > 1 else ''}"
+        return f"{label} ({_variant(p)})"
     return label
+
+
+def _variant(p: Prediction) -> str:
+    head = f"head over {p.ps} PS" if p.ps > 1 else "head on 1 PS"
+    return head + (f", {p.micro_batches} micro-batches" if p.micro_batches > 1 else ", unpipelined")
 
 
 def _variant_reason(predictions, variants, ps_layouts) -> str:
@@ -268,13 +272,13 @@ def _variant_reason(predictions, variants, ps_layouts) -> str:
     if hybrid is not None and len(variants) > 1:
         plain = variants[min(variants)]
         fastest = min(variants.values(), key=lambda p: (p.step_time_s, p.ps, p.micro_batches))
-        line = (f" Hybrid layouts: {describe(hybrid)} at {_seconds(hybrid.step_time_s)}"
-                + ("" if hybrid is plain else f" vs {_seconds(plain.step_time_s)} with "
-                   f"{plain.ps} PS, unpipelined"))
+        line = f" Hybrid: {_variant(hybrid)} at {_seconds(hybrid.step_time_s)}"
+        if hybrid is not plain:
+            line += f" vs {_seconds(plain.step_time_s)} {_variant(plain)}"
         if fastest is not hybrid:
-            line += (f"; fastest {fastest.ps} PS x {fastest.micro_batches} micro-batches at "
-                     f"{_seconds(fastest.step_time_s)}, not {MIN_VARIANT_GAIN:.0%} faster than a simpler variant")
-        parts.append(line + f" ({len(variants)} (PS, micro-batch) variants tried).")
+            line += (f"; {_variant(fastest)} at {_seconds(fastest.step_time_s)} is not {MIN_VARIANT_GAIN:.0%} "
+                     f"faster than {'that' if hybrid is plain else 'a simpler variant'}")
+        parts.append(line + f" ({len(variants)} PS x micro-batch variants tried).")
     if len(ps_layouts) > 1:
         parts.append(" Sync PS: " + ", ".join(f"{_seconds(p.step_time_s)} {layout}"
                                               for layout, p in ps_layouts.items()) + ".")

@@ -140,14 +140,26 @@ def test_cli_bad_bandwidth_exits_2_without_traceback():
     assert "bandwidth 'fast' not understood" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_cli_bad_micro_batches_exit_2_without_traceback():
+    result = _cli("--model", "lenet_mnist", "--batch-size", "32", "--micro-batches", "3")
+    assert result.returncode == 2
+    assert "--micro-batches 3 does not divide --batch-size 32" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_cli_json_and_plot(tmp_path):
     png = tmp_path / "scaling.png"
     result = _cli("--model", "lenet_mnist", "--batch-size", "64", "--workers", "4", "--bandwidth", "100mbit",
-                  "--latency", "0.1ms", "--json", "--plot", str(png))
+                  "--latency", "0.1ms", "--ps", "2", "--json", "--plot", str(png), "--results", str(tmp_path))
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["params"] == sum(layer["params"] for layer in data["layers"])
     assert data["hardware"]["worker_bandwidth"] == 1e8 and data["hardware"]["latency_s"] == pytest.approx(1e-4)
     assert set(data["predictions"]) == {"ps", "horovod", "ralp", "ralp-hybrid"}
     assert data["plan"]["strategy"] in ("ralp", "ralp-hybrid") and data["plan"]["cut"] == "flatten"  # 97% is FC
+    chosen = data["predictions"][data["plan"]["strategy"]]
+    assert (data["plan"]["ps"], data["plan"]["micro_batches"]) == (chosen["ps"], chosen["micro_batches"])
+    # the joint search: the hybrid over 1..2 PS x 1, 2, 4, 8 micro-batches; sync PS in both layouts
+    assert {(v["ps"], v["micro_batches"]) for v in data["plan"]["hybrid_variants"]} == {
+        (S, m) for S in (1, 2) for m in (1, 2, 4, 8)}
+    assert set(data["plan"]["sync_ps_layouts"]) == {"dedicated", "colocated"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

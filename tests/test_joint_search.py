@@ -238,7 +238,7 @@ def test_the_search_shards_and_pipelines_vgg16_where_it_pays_and_says_why():
     plain = plan.hybrid_variants[1, 1]
     assert hybrid.step_time_s < plain.step_time_s * (1 - MIN_VARIANT_GAIN)
     for text in ("head over 2 PS, 8 micro-batches", f"{hybrid.step_time_s:.3g} s",
-                 f"{plain.step_time_s:.3g} s with 1 PS, unpipelined", f"{plan.predictions['horovod'].step_time_s:.3g} s",
+                 f"{plain.step_time_s:.3g} s head on 1 PS, unpipelined", f"{plan.predictions['horovod'].step_time_s:.3g} s",
                  "Sync PS:", "colocated", "dedicated"):
         assert text in plan.reason, (text, plan.reason)
     assert set(plan.ps_layouts) == {"dedicated", "colocated"}
@@ -280,3 +280,41 @@ def test_the_search_picks_the_faster_sync_ps_layout():
         assert times["colocated"] < times["dedicated"] and plan.predictions["ps"].step_time_s == times["colocated"]
         assert all(f"{t:.3g} s {layout}" in plan.reason for layout, t in times.items())
         assert plan.reason.startswith("sync PS, colocated is predicted fastest")
+
+
+# ----------------------------------------------------------------------------- the CLI's plot
+
+def test_plot_overlays_the_measured_medians_from_the_result_store(tmp_path):
+    from bench.commands.analyze_plot import measured_points, plot
+    from bench.results import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    base = dict(model="toy", batch_size=32, link_bps=1e9, status="ok", ps=1, ps_placement="dedicated")
+    rows = [dict(base, strategy="ralp-hybrid", plan="ralp-hybrid", workers=4, step_time_median_s=t)
+            for t in (0.9, 1.0, 1.3)]
+    rows += [dict(base, strategy="auto", plan="horovod", workers=2, step_time_median_s=0.5),  # auto: what ran
+             dict(base, strategy="ps", plan="ps", workers=4, ps_placement="colocated", step_time_median_s=2.0),
+             dict(base, strategy="ps", plan="ps", workers=4, step_time_median_s=3.0),
+             dict(base, strategy="ralp-hybrid", plan="ralp-hybrid", workers=8, ps=2, step_time_median_s=1.5),
+             # none of these: other links, another batch, a failed run, a strategy without a line
+             dict(base, strategy="horovod", plan="horovod", workers=2, link_bps=1e8, step_time_median_s=9.0),
+             dict(base, strategy="horovod", plan="horovod", workers=2, batch_size=64, step_time_median_s=9.0),
+             dict(base, strategy="horovod", plan="horovod", workers=2, status="failed", step_time_median_s=9.0),
+             dict(base, strategy="single", plan="single", workers=2, step_time_median_s=0.1)]
+    store.write_run(rows)
+    points = measured_points(store.root, "toy", 32, 1e9)
+    assert points == {"ralp-hybrid": [(4, 1.0)], "ralp-hybrid:2 PS": [(8, 1.5)], "horovod": [(2, 0.5)],
+                      "ps:colocated": [(4, 2.0)], "ps:dedicated": [(4, 3.0)]}
+    assert measured_points(tmp_path / "nowhere", "toy", 32, 1e9) == {}
+    assert measured_points(store.root, "toy", 32, 10e9) == {}
+
+    profile, hardware = _toy()
+    settings = dict(batch_size=32, workers=4, ps=2, hardware=hardware, compression=None, overlap=False,
+                    all_cuts=False, search_layouts=True, micro_batches=None)
+    png = tmp_path / "scaling.png"
+    labels = plot(profile, settings, png, points)
+    for label in ("measured: hybrid (median)", "measured: hybrid, 2 PS (median)", "measured: sync PS, colocated (median)",
+                  "predicted: sync PS, dedicated", "predicted: sync PS, colocated",
+                  "predicted: hybrid (analyzer's PS x micro-batches)"):
+        assert label in labels, labels
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

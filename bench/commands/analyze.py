@@ -4,16 +4,17 @@ Why a command of its own: the decision (sync PS, ring all-reduce, or FC-on-PS at
 cut) should be inspectable before anything runs, with the per-layer numbers that
 drive it. Without --hardware the preset ``v100-10gbe`` is used (no seconds spent
 calibrating); --bandwidth overrides its links. ``--hardware local`` measures this
-machine instead (cached).
+machine instead (cached). The search is the joint one (ralp/analyzer.py): sync PS in both
+layouts, the hybrid's head over 1..--ps PS hosts and its micro-batches; --plot overlays the
+step times measured in the result store (``--results``) on links of the same rate, so a
+prediction can be read against what the emulated cluster did.
 """
 import json
 from dataclasses import asdict
 
 from bench.errors import UserError
 
-PLOT_WORKERS = sorted({round(2 ** (k / 4)) for k in range(41)})  # 1..1024, four points per doubling
 SHORT_LABELS = {"ps": "sync PS", "horovod": "Horovod (ring)", "ralp": "FC-on-PS", "ralp-hybrid": "hybrid"}
-LINE_STYLES = {"ps": "--", "horovod": "-.", "ralp": "-", "ralp-hybrid": ":"}
 
 
 def register(subparsers):
@@ -25,7 +26,12 @@ def register(subparsers):
     p.add_argument("--classes", type=int, default=None, help="classes the model outputs (default: the model's own)")
     p.add_argument("--batch-size", type=int, default=32, help="images per worker per step (default 32)")
     p.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
-    p.add_argument("--ps", type=int, default=1, help="number of parameter-server tasks (default 1)")
+    p.add_argument("--ps", type=int, default=1,
+                   help="most parameter-server hosts available: sync PS and FC-on-PS use them all, the hybrid "
+                        "shards its head over 1..N of them (default 1)")
+    p.add_argument("--micro-batches", default="auto", metavar="N|auto",
+                   help="the hybrid's pipelined micro-batches per step (dividing --batch-size); auto: search "
+                        "1, 2, 4, 8 (default)")
     p.add_argument("--bandwidth", help="link speed of every host, e.g. 10gbit, 100mbit (default: the hardware's)")
     p.add_argument("--ps-bandwidth", help="link speed of each PS host if different, e.g. 40gbit")
     p.add_argument("--latency", help="one-way latency, e.g. 0.1ms, 50us (default: the hardware's)")
@@ -36,7 +42,10 @@ def register(subparsers):
     p.add_argument("--overlap", action="store_true", help="assume communication fully overlaps computation")
     p.add_argument("--all-cuts", action="store_true", help="also try cuts that put convolutions on the PS")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
-    p.add_argument("--plot", metavar="FILE.png", help="plot predicted step time vs workers (1..1024)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot predicted step time vs workers (1..1024), with the "
+                                                       "measured step times of --results on the same links")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="result store whose measured runs --plot overlays (default: results)")
     p.set_defaults(func=run)
 
 
@@ -46,6 +55,14 @@ def _validate(args):
             raise UserError(f"{flag} must be a positive integer, got {value}")
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UserError(f"--plot expects a .png file name, got {args.plot!r}")
+    text = str(args.micro_batches).strip().lower()
+    if text == "auto":
+        return None
+    if not text.isdigit() or int(text) <= 0:
+        raise UserError(f"--micro-batches expects a positive integer or auto, got {args.micro_batches!r}")
+    if args.batch_size % int(text):
+        raise UserError(f"--micro-batches {text} does not divide --batch-size {args.batch_size}")
+    return int(text)
 
 
 def run(args) -> int:
@@ -53,7 +70,7 @@ def run(args) -> int:
     from ralp.analyzer import compression_candidates
     from ralp.hardware import load_hardware
 
-    _validate(args)
+    micro_batches = _validate(args)
     spec = get_spec(args.model, args.input_shape, args.classes)  # a bad spelling fails before building anything
     compression = None if args.compression in (None, "none") else args.compression
     compression_candidates(compression)  # a bad spec fails before the model is built
@@ -66,10 +83,14 @@ def run(args) -> int:
 
     profile = model_profile(settled_spec(spec))  # a user's model is checked first (bench/models/build.py)
     settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
-                    compression=compression, overlap=args.overlap, all_cuts=args.all_cuts)
+                    compression=compression, overlap=args.overlap, all_cuts=args.all_cuts, search_layouts=True,
+                    micro_batches=micro_batches)
     plan = analyze(profile, **settings)
     if args.plot:
-        _plot(profile, settings, args.plot)
+        from bench.commands.analyze_plot import measured_points, plot
+
+        measured = measured_points(args.results, args.model, args.batch_size, hardware.worker_bandwidth)
+        plot(profile, settings, args.plot, measured)
     if args.json:
         print(json.dumps(_as_json(profile, plan, hardware, settings), indent=2))
     else:
@@ -92,12 +113,25 @@ def _as_json(profile, plan, hardware, settings):
         "cut_points": profile.cut_points, "first_dense_cut": profile.first_dense_cut(),
         "predictions": {s: prediction(p) for s, p in plan.predictions.items()},
         "plan": {"strategy": plan.strategy, "cut": plan.cut, "split": plan.split,
+                 "ps": plan.ps, "ps_placement": plan.ps_placement, "micro_batches": plan.micro_batches,
                  "split_possible": plan.split_possible, "compression": plan.compression or "none",
                  "step_time_by_compression": {codec: p.predictions[p.strategy].step_time_s
                                               for codec, p in plan.by_compression.items()},
-                 "reason": plan.reason},
+                 "reason": plan.reason,
+                 "hybrid_variants": [{"ps": S, "micro_batches": m, "cut": p.cut, "step_time_s": p.step_time_s}
+                                     for (S, m), p in sorted(plan.hybrid_variants.items())],
+                 "sync_ps_layouts": {layout: p.step_time_s for layout, p in plan.ps_layouts.items()}},
         "notes": profile.notes,
     }
+
+
+def layout(p) -> str:
+    """Where a prediction's PS tasks sit and how its step is split: '-' without a PS."""
+    if p.ps == 0:
+        return "-"
+    if p.ps_placement == "colocated":
+        return f"colocated ({p.ps} PS)"
+    return f"{p.ps} PS" + (f", {p.micro_batches} micro-batches" if p.micro_batches > 1 else "")
 
 
 def _si(value: float, unit: str = "") -> str:
@@ -136,69 +170,25 @@ def _print_tables(profile, plan, hardware, settings, plot_path):
     console.print(f"[dim]{hardware.description}[/dim]")
 
     title = (f"Predicted step: {settings['workers']} workers x {settings['batch_size']} images, "
-             f"{settings['ps']} PS, {'overlapped' if settings['overlap'] else 'no overlap'}"
+             f"up to {settings['ps']} PS, {'overlapped' if settings['overlap'] else 'no overlap'}"
              + (f", compression {settings['compression']}" if settings["compression"] else "")
              + (f" (picked: {plan.compression or 'none'})" if settings["compression"] == "auto" else ""))
     table = Table(title=title)
-    for col in ("strategy", "cut", "step time", "images/s", "compute", "comm", "worker tx", "worker rx",
+    for col in ("strategy", "layout", "cut", "step time", "images/s", "compute", "comm", "worker tx", "worker rx",
                 "PS tx", "PS rx", "bottleneck"):
-        table.add_column(col, justify="left" if col in ("strategy", "cut", "bottleneck") else "right")
+        table.add_column(col, justify="left" if col in ("strategy", "layout", "cut", "bottleneck") else "right")
     for name, p in sorted(plan.predictions.items(), key=lambda kv: kv[1].step_time_s):
         style = "bold green" if name == plan.strategy else None
-        table.add_row(SHORT_LABELS[name], p.cut or "-", f"{p.step_time_s:.3g} s", f"{p.images_per_s:,.0f}",
+        table.add_row(SHORT_LABELS[name], layout(p), p.cut or "-", f"{p.step_time_s:.3g} s", f"{p.images_per_s:,.0f}",
                       f"{p.compute_s:.3g} s", f"{p.comm_s:.3g} s", _si(p.worker_tx_bytes, "B"),
                       _si(p.worker_rx_bytes, "B"), _si(p.ps_tx_bytes, "B"), _si(p.ps_rx_bytes, "B"),
                       p.bottleneck, style=style)
     console.print(table)
-    choice = STRATEGY_LABELS[plan.strategy] + (f", cut after {plan.cut!r}" if plan.cut else "")
+    choice = (STRATEGY_LABELS[plan.strategy] + f" ({layout(plan.predictions[plan.strategy])})"
+              + (f", cut after {plan.cut!r}" if plan.cut else ""))
     console.print(f"[bold]Plan:[/bold] {choice}")
     console.print(plan.reason, highlight=False)
     for note in profile.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     if plot_path:
         console.print(f"plot written to {plot_path}")
-
-
-def _plot(profile, settings, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ralp.analyzer import analyze
-    from ralp.cost_model import STRATEGY_LABELS
-    from ralp.hardware import format_bandwidth
-
-    series = {}
-    for workers in PLOT_WORKERS:
-        plan = analyze(profile, **dict(settings, workers=workers))
-        for name, p in plan.predictions.items():
-            series.setdefault(name, []).append(p.step_time_s)
-    hardware = settings["hardware"]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    from bench.strategy_specs import spec_of
-
-    for name, times in series.items():  # each strategy in its colour from bench/strategy_specs.py
-        ax.plot(PLOT_WORKERS[:len(times)], times, LINE_STYLES.get(name, "-"), color=spec_of(name).color, linewidth=2,
-                label=STRATEGY_LABELS[name])
-    ax.axvline(settings["workers"], color="grey", linewidth=1, alpha=0.6,
-               label=f"requested: {settings['workers']} workers")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ticks = [2 ** k for k in range(11)]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([str(t) for t in ticks])
-    ax.set_xlabel("workers")
-    ax.set_ylabel("predicted step time (s, log scale)")
-    ax.set_title(f"{profile.name}, {settings['batch_size']} images/worker, {settings['ps']} PS, "
-                 f"{format_bandwidth(hardware.worker_bandwidth)} links, {hardware.name}"
-                 + (", overlapped" if settings["overlap"] else ""), fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise UserError(f"cannot write plot {path}: {exc}") from None
-    finally:
-        plt.close(fig)
