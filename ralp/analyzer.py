@@ -25,9 +25,10 @@ None searches m in ``MICRO_BATCHES`` (those dividing the batch); an int fixes it
 PS task beside each worker) and the hybrid at every S in 1..``ps`` (``ps`` is then the most PS
 hosts available); without it, a plan keeps the caller's ``ps`` and ``ps_placement``, which is
 what a run needs: its one launch has exactly those PS tasks (bench/planning.py), but it can
-split its batch as it likes. Among the hybrid's (S, m) variants one with more moving parts is
-picked only when it is ``MIN_VARIANT_GAIN`` faster than the plain one (the fewest PS tasks,
-no pipelining) and no simpler variant comes within that margin of it (see the constant).
+split its batch as it likes. Of the hybrid's (S, m) variants only the plain one (the fewest
+PS tasks, no pipelining) and those ``MIN_VARIANT_GAIN`` faster than it qualify; of those within
+that margin of the fastest, the analyzer takes the fewest PS tasks, then the fewest
+micro-batches (see the constant). ``Plan`` records the S, m and layout it chose.
 """
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple, Union
@@ -51,7 +52,7 @@ MIN_SPLIT_GAIN = 0.05
 MIN_CODEC_GAIN = 0.10
 AUTO_COMPRESSIONS = ("none", "fp16", "int8", "topk:0.01")  # least to most lossy
 # Sharding the hybrid's head over more PS tasks or pipelining its step must be predicted at least
-# 5% faster than the plain hybrid, and than every simpler variant within reach: the model prices
+# 5% faster than the plain hybrid, and a simpler variant within 5% of the fastest wins: the model prices
 # bytes, FLOPs and one latency per micro-batch and phase, but not what grows with each extra part
 # (per-micro-batch op launches and smaller, less efficient matmuls; one more host to provision,
 # start and keep alive), and its step-time error on the emulated cluster (-21% to +4%) dwarfs
