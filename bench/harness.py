@@ -41,12 +41,13 @@ def deadline_for(cfg: RunConfig) -> float:
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
             echo: bool = False) -> Dict:
     """Launch one configuration; return a complete result row (status ok or failed)."""
-    from bench.planning import resolve
+    from bench.planning import check_head_shards, resolve
     from bench.results import new_row, utc_now_iso
 
     row = new_row(**launcher.cluster_fields(), **_config_fields(cfg), started_at=utc_now_iso())
     try:
         plan = resolve(cfg)
+        check_head_shards(cfg, plan.strategy, plan.cut)
     except Exception as exc:  # an analyzer error is this row's failure, not the sweep's
         return {**row, "status": "failed", "failure": f"planning failed: {exc}"}
     strategy, cut = plan.strategy, plan.cut

@@ -74,7 +74,7 @@ def timing_for(cfg: RunConfig):
     from bench.calibration import model_timing
     from ralp.cost_model import ModelTiming
 
-    cut = model_profile(cfg.model_spec()).first_dense_cut()
+    cut = first_cut(cfg)
     t = model_timing(cfg.model_spec(), cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None)
     return ModelTiming(cfg.batch_size, cfg.workers, t["full_s"], cut, t.get("tower_s"), t.get("head_s"))
 
@@ -90,7 +90,7 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
-                   ps_placement=cfg.ps_placement)
+                   ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches)
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
                    dict(plan.predictions))
@@ -117,8 +117,7 @@ def resolve(cfg: RunConfig) -> Resolved:
     if cfg.strategy != "ralp" and splits and cfg.compression != "auto":
         # Run on its own, the hybrid splits where RALP's FC head starts, or at --cut (no analyzer
         # run, so no calibration); under auto it takes the analyzer's cut, below.
-        return Resolved(cfg.strategy, _split_at(cfg, cfg.strategy, cfg.cut or model_profile(
-            cfg.model_spec()).first_dense_cut()), cfg.compression)
+        return Resolved(cfg.strategy, _split_at(cfg, cfg.strategy, cfg.cut or first_cut(cfg)), cfg.compression)
     if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
         return Resolved(cfg.strategy, None, cfg.compression)
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
@@ -139,6 +138,28 @@ def _split_at(cfg: RunConfig, strategy: str, cut: Optional[str]) -> str:
         raise UserError(f"{cfg.model} has no cut point before a dense layer; {strategy} cannot split it "
                         f"(use --strategy ps or horovod)")
     return cut
+
+
+def first_cut(cfg: RunConfig) -> Optional[str]:
+    """Where RALP's FC head starts in this run's model (None: no dense layer)."""
+    return model_profile(cfg.model_spec()).first_dense_cut()
+
+
+def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
+    """ralp-hybrid with --ps > 1 shards its head: the head after ``cut`` must be a Dense chain
+    (ralp/head_chain.py); refused in one line otherwise. The driver's check, before any rank
+    starts (rank 0 must not profile the model again on its slice of a core)."""
+    if strategy != "ralp-hybrid" or cfg.ps == 1:
+        return
+    cut = cut or first_cut(cfg)
+    if cut is None:
+        return  # no split at all: _split_at says so
+    from ralp.head_chain import head_chain
+
+    widths, why = head_chain(model_profile(cfg.model_spec()), cut)
+    if widths is None:
+        raise UserError(f"ralp-hybrid cannot shard {cfg.model}'s head over --ps {cfg.ps} PS tasks: {why}; "
+                        "use --ps 1")
 
 
 def check_cut(cfg: RunConfig):
@@ -170,4 +191,5 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     workers = 1 if spec.one_batch_per_step else cfg.workers
     return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
-                        compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement)
+                        compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement,
+                        micro_batches=cfg.micro_batches if strategy == "ralp-hybrid" else 1)

@@ -63,44 +63,11 @@ class HybridPlacement(LayerPlacement):
             self.replicas.append(replica)
         # Map the model's trainable variables to replica 0's, for the weights this strategy reports.
         self.tower_index = {id(v): i for i, v in enumerate(tower.trainable_variables)}
-        head_vars = self.sharded.variables if self.sharded else self.head.trainable_variables
-        self.head_optimizer = MomentumSGD(head_vars, self.config.learning_rate, self.config.momentum)
+        self.head_vars = self.sharded.variables if self.sharded else self.head.trainable_variables
+        self.head_optimizer = MomentumSGD(self.head_vars, self.config.learning_rate, self.config.momentum)
         self.tower_optimizers = [MomentumSGD(r.trainable_variables, self.config.learning_rate,
                                              self.config.momentum) for r in self.replicas]
-        shapes = [v.shape for v in tower.trainable_variables]
-        sizes = [int(np.prod(s)) for s in shapes]
-        m = self.config.micro_batches
-        rows = self.config.batch_size // m
-
-        @tf.function
-        def step(indices):
-            tower_grads, head_grads, losses = [None] * len(workers), None, []
-            for j in range(m):  # independent micro-batches: the executor overlaps them
-                part = [i[j * rows:(j + 1) * rows] for i in indices]
-                tapes, activations, labels = self.tower_pass(self.replicas, part)
-                loss, grads, returned = self.head_on_ps(activations, labels, head_vars, 1.0 / m)
-                losses.append(loss)
-                head_grads = grads if head_grads is None else _add_on(head_vars, head_grads, grads)
-                for w, device in enumerate(workers):
-                    variables = self.replicas[w].trainable_variables
-                    with tf.device(device):
-                        g = tapes[w].gradient(activations[w], variables, output_gradients=returned[w])
-                        g = [dense(x) for x in g]
-                    tower_grads[w] = g if tower_grads[w] is None else _add_on(variables, tower_grads[w], g)
-            fused = []
-            for w, device in enumerate(workers):
-                with tf.device(device):
-                    fused.append(tf.concat([tf.reshape(g, [-1]) for g in tower_grads[w]], axis=0))
-            summed = ring_allreduce(fused, workers)  # the mean over W·B is already in the loss
-            for w, device in enumerate(workers):
-                with tf.device(device):
-                    pieces = tf.split(summed[w], sizes)
-                    self.tower_optimizers[w].apply([tf.reshape(p, s) for p, s in zip(pieces, shapes)])
-            self.head_optimizer.apply(head_grads)
-            with tf.device(ps[0]):
-                return tf.add_n(losses) / m
-
-        self._step = step
+        self._step = tf.function(self.step_graph)
 
         @tf.function
         def evaluate():
@@ -110,6 +77,37 @@ class HybridPlacement(LayerPlacement):
                 return top1(self.eval_y, logits)
 
         self._evaluate = evaluate
+
+    def step_graph(self, indices):
+        """One step: m micro-batches through towers and head (nothing orders one after the
+        other, so the executor overlaps them), the tower gradients' ring, both updates."""
+        workers, m = self.ctx.worker_devices, self.config.micro_batches
+        rows = self.config.batch_size // m
+        tower_grads, head_grads, losses = [None] * len(workers), None, []
+        for j in range(m):
+            part = [i[j * rows:(j + 1) * rows] for i in indices]
+            tapes, activations, labels = self.tower_pass(self.replicas, part)
+            loss, grads, returned = self.head_on_ps(activations, labels, self.head_vars, 1.0 / m)
+            losses.append(loss)
+            head_grads = grads if head_grads is None else _add_on(self.head_vars, head_grads, grads)
+            for w, device in enumerate(workers):
+                variables = self.replicas[w].trainable_variables
+                with tf.device(device):
+                    g = [dense(x) for x in tapes[w].gradient(activations[w], variables, output_gradients=returned[w])]
+                tower_grads[w] = g if tower_grads[w] is None else _add_on(variables, tower_grads[w], g)
+        shapes = [v.shape for v in self.replicas[0].trainable_variables]
+        fused = []
+        for w, device in enumerate(workers):
+            with tf.device(device):
+                fused.append(tf.concat([tf.reshape(g, [-1]) for g in tower_grads[w]], axis=0))
+        summed = ring_allreduce(fused, workers)  # the mean over W·B is already in the loss
+        for w, device in enumerate(workers):
+            with tf.device(device):
+                pieces = tf.split(summed[w], [int(np.prod(s)) for s in shapes])
+                self.tower_optimizers[w].apply([tf.reshape(p, s) for p, s in zip(pieces, shapes)])
+        self.head_optimizer.apply(head_grads)
+        with tf.device(self.ctx.ps_devices[0]):
+            return tf.add_n(losses) / m
 
     def head_on_ps(self, activations, labels, head_vars, scale):
         """One pass of the head over every worker's (micro-)batch: (loss, head gradients, each

@@ -16,6 +16,10 @@ from tests.conftest import our_processes
     (["--target-ci", "5"], "--target-ci is a share of the median"),
     (["--steps", "10", "--max-steps", "5", "--target-ci", "0.05"], "--max-steps (5) must be at least --steps (10)"),
     (["--strategy", "single", "--compression", "int8"], "single does not support --compression"),
+    (["--strategy", "horovod", "--micro-batches", "2"], "--micro-batches pipelines ralp-hybrid's batches"),
+    (["--strategy", "ralp-hybrid", "--micro-batches", "3"], "does not split into 3 equal micro-batches"),
+    (["--strategy", "ralp-hybrid", "--ps", "2", "--model", "tests/bn_head_model.py:build"],
+     "cannot shard tests/bn_head_model.py:build's head over --ps 2 PS tasks: the head after 'flatten' has a BatchNormalization"),
 ])
 def test_bad_run_settings_exit_2_with_one_line_before_any_rank(cli, args, message):
     proc = cli("run", "--cluster", "local", "--no-store", "--quiet", *args, timeout=120)

@@ -6,15 +6,16 @@ import numpy as np
 import pytest
 
 
-def _head(model_name, cut="flatten"):
+def _head(model_name):
+    cut = "global_pool" if model_name == "resnet_cifar" else "flatten"
     from bench.models import get_model
     from ralp.cut import split_model
 
     return split_model(get_model(model_name, seed=0), cut)
 
 
-@pytest.mark.parametrize("model_name, shards", [("alexnet_cifar", 2), ("alexnet_cifar", 3),
-                                                ("lenet_mnist", 1), ("lenet_mnist", 2), ("lenet_mnist", 3)])
+@pytest.mark.parametrize("model_name, shards", [("alexnet_cifar", 2), ("alexnet_cifar", 3), ("lenet_mnist", 1),
+                                                ("lenet_mnist", 2), ("lenet_mnist", 3), ("resnet_cifar", 2)])
 def test_sharded_head_computes_the_unsharded_gradients(model_name, shards):
     import tensorflow as tf
 

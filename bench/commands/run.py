@@ -45,10 +45,12 @@ def configs_from_args(args):
     for strategy in strategies:
         cfg = settle_model(RunConfig(**{**vars(base), "strategy": strategy}).validate())
         out.append(cfg)
-    if base.cut:
-        from bench.planning import check_cut
+    from bench.planning import check_cut, check_head_shards
 
+    if base.cut:
         check_cut(out[0])  # before anything starts, not on the ranks
+    for cfg in out:
+        check_head_shards(cfg, cfg.strategy, cfg.cut)
     return out
 
 

@@ -12,7 +12,8 @@ import sys
 from itertools import groupby
 
 # A journaled row stands for the sweep point with the same values of these fields.
-POINT_FIELDS = ("model", "dataset", "batch_size", "workers", "ps", "ps_placement", "strategy", "compression", "steps",
+POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "ps", "ps_placement", "strategy",
+                "compression", "steps",
                 "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "repeat")
 
 
@@ -89,7 +90,8 @@ def _dry_run(sweep, args):
             seconds = STARTUP_S + (cfg.warmup_steps + expected_steps(cfg, step)) * step if step else None
             total += (seconds or STARTUP_S) * sweep.repeats
             layout = " (colocated)" if cfg.colocated(cfg.strategy) else ""
-            print(f"{cfg.model} {cfg.strategy}{layout} workers={cfg.workers} {point.cluster}: "
+            extra = "".join(f" {k}={getattr(cfg, k)}" for k in ("ps", "micro_batches") if getattr(cfg, k) != 1)
+            print(f"{cfg.model} {cfg.strategy}{layout} workers={cfg.workers}{extra} {point.cluster}: "
                   + (f"step ~{step:.2f} s, at most ~{seconds / 60:.1f} min" if seconds else "no prediction"))
     runs = len(sweep.points) * sweep.repeats
     print(f"{runs} runs{f' ({sweep.repeats} repeats, interleaved)' if sweep.repeats > 1 else ''}; estimated at "
