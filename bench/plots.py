@@ -129,10 +129,20 @@ def throughput_plot(summary, extra_keys, path):
         ax.set_ylabel("images/sec (all workers)", fontsize=FONT_SIZE)
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=FONT_SIZE - 1)
-    fig.suptitle("Training throughput against number of workers", fontsize=FONT_SIZE + 2)
+    fig.suptitle("Training throughput against number of workers", fontsize=FONT_SIZE + 2, x=0.02, ha="left")
     fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=FONT_SIZE,
                title="strategy", title_fontsize=FONT_SIZE)
+    _fit_legend(fig, handles)
     return _save(fig, path)
+
+
+def _fit_legend(fig, handles):
+    """Room for a legend beside the panels: tall enough for every entry (else it runs over the
+    title), wide enough for the longest label."""
+    width, height = fig.get_size_inches()
+    longest = max((len(label) for label in handles), default=0)
+    fig.set_size_inches(max(width, 4.5 + 0.075 * longest * FONT_SIZE / 10 + 2.0),
+                        max(height, 0.24 * len(handles) * FONT_SIZE / 10 + 1.2))
 
 
 def bytes_plot(summary, extra_keys, path):

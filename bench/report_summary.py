@@ -17,7 +17,7 @@ STRATEGY_ORDER = tuple(n for name, spec in SPECS.items()
                        for n in ((name, name + "-colocated") if spec.colocatable else (name,))) + (AUTO,)
 PS_LAYOUTS = ("ps", "ps-colocated")  # sync PS on dedicated PS hosts | a PS task on every worker host
 # Shown as table columns only when they take more than one value in the rows reported.
-CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", "ps", "link_bps",
+CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", "ps", "micro_batches", "link_bps",
                "ps_link_bps", "latency_s", "scaled_to", "cpus_per_host")
 MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
