@@ -14,7 +14,7 @@ import threading
 from bench.errors import UserError
 
 # Order is the order shown in --help.
-COMMANDS = ["doctor", "models", "analyze", "run", "sweep", "cluster", "report"]
+COMMANDS = ["doctor", "models", "analyze", "run", "sweep", "cluster", "report", "paper"]
 
 
 def build_parser():

@@ -1,0 +1,38 @@
+"""`ralp-bench paper --run RUN_ID`: results/paper.md, one committed run held against the RALP paper.
+
+Why a command and not a report flag: the document answers the paper's claims one by one
+(bench/paper_report.py) and names the run it comes from, so it is regenerated from exactly one
+committed run, never from "whatever is stored". An unknown run id is one line, exit 2. The
+Markdown goes to --out (default results/paper.md) with its two PNGs beside it; the path written
+goes to stderr.
+"""
+import sys
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "paper", help="the RALP paper's claims against one committed run (results/paper.md)",
+        description="Write a Markdown document holding one committed run against the RALP paper's claims: a "
+                    "verdict per claim, the speedup table, bytes per step against workers, scaling efficiency, "
+                    "auto's picks and the cost model's extrapolation to 1,024 workers (two PNGs beside it).")
+    p.add_argument("--run", required=True, metavar="ID",
+                   help="the committed run (full id, unique prefix, 'latest' or 'previous')")
+    p.add_argument("--results", default="results", metavar="DIR", help="result store directory (default: results)")
+    p.add_argument("--out", default=None, metavar="FILE", help="where to write it (default: <results>/paper.md)")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from pathlib import Path
+
+    from bench import paper_report
+    from bench.results import ResultStore
+
+    store = ResultStore(args.results)
+    run_id = store.resolve_run_id(args.run)  # UserError (exit 2) naming the stored runs
+    everything = store.load(quiet=True)
+    rows = everything[everything["run_id"] == run_id].reset_index(drop=True)
+    out = Path(args.out) if args.out else store.root / "paper.md"
+    paper_report.write(rows, run_id, out, accuracy_lines=paper_report.accuracy_lines(everything))
+    print(f"ralp-bench: wrote {out} (run {run_id})", file=sys.stderr)
+    return 0
