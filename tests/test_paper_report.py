@@ -67,11 +67,12 @@ def paper_rows(ralp_over_ps=3.0):
 
 @pytest.fixture
 def claims(tmp_path):
-    """claims(rows) -> ({key: {claim, paper, ours, verdict}}, report), the rows stored and read back first."""
-    def judge(rows):
+    """claims(rows) -> ({key: {claim, paper, ours, verdict}}, report), the rows stored and read back first;
+    the cost model sees the toy profile unless ``profile_for`` says otherwise."""
+    def judge(rows, profile_for=toy_profile):
         store = ResultStore(tmp_path / f"store{len(list(tmp_path.iterdir()))}")
         store.write_run(rows, RUN)
-        report, _ = paper_report.build(store.load([RUN], quiet=True), RUN, profile_for=toy_profile)
+        report, _ = paper_report.build(store.load([RUN], quiet=True), RUN, profile_for=profile_for)
         (table,) = [t for t in report.tables if t.title == "The paper's claims"]
         return {r[0]: dict(zip(("claim", "paper", "ours", "verdict"), r[1:])) for r in table.rows}, report
     return judge
@@ -219,3 +220,19 @@ def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "paper.md").read_text(encoding="utf-8")
     assert f"Run `{RUN}`: 4 rows, 4 ok, 0 failed" in text and "| a | " in text
+
+
+def test_the_zoo_profile_prices_every_strategy_to_1024_workers(claims):
+    """The command's own path: the model built from the zoo (a CIFAR-sized one, to stay quick), its real
+    variables sharded for the colocated layout, its real cut for ralp and the hybrid."""
+    from bench.models.registry import get_spec
+    from bench.planning import model_profile
+
+    cut = model_profile(get_spec("alexnet_cifar")).first_dense_cut()
+    rows = [row("alexnet_cifar", w, s, 10.0 * w, cut_layer=cut if "ralp" in s else None)
+            for w in (2, 4) for s in ("ps-colocated", "horovod", "ralp", "ralp-hybrid")]
+    _, report = claims(rows, profile_for=None)  # None: the command's default, the zoo
+    (table,) = [t for t in report.tables if t.title.startswith("Cost model's extrapolation")]
+    assert sorted(r[2] for r in table.rows) == ["horovod", "ps-colocated", "ralp", "ralp-hybrid"]
+    for r in table.rows:
+        assert r[4] in ("ok", "off by more than ±20% ⚠") and r[5] != "—", r
