@@ -95,3 +95,18 @@ def test_tensorflow_places_variables_as_the_cost_model_shards_them(model):
     placed = json.loads(proc.stdout.strip().splitlines()[-1])
     assert placed["load"] == shard_loads(model_profile(model).variable_sizes, 4)
     assert placed["slots_beside"]  # each momentum buffer on its variable's task, not dealt by the rule
+
+
+def test_a_rank_that_raised_is_named_with_its_exception():
+    """mpirun says which rank exited; the rank's own last exception line says why (a failed row
+    that only said 'exited with code 1' sent people to rerun it by hand to find out)."""
+    from bench.launch.base import diagnose
+    from bench.roles import RankLayout
+
+    exited = ("\n  Process name: [[123,1],0]\n  Exit code:    1\n")
+    raised = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+              "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor\n")
+    layout = RankLayout(2, 1, tf=False)
+    assert diagnose(raised + exited, layout) == ("rank 0 (worker 0) exited with code 1; last error: tensorflow.python."
+                                                 "framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor")
+    assert diagnose(exited, layout) == "rank 0 (worker 0) exited with code 1"

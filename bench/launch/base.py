@@ -103,6 +103,7 @@ class Launcher(abc.ABC):
 _DIED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)", re.S)
 _ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
+_RAISED = re.compile(r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exhausted)\b:? .*)$", re.M)
 
 
 def diagnose(output: str, layout: RankLayout) -> str:
@@ -119,7 +120,9 @@ def diagnose(output: str, layout: RankLayout) -> str:
         return (f"{layout.describe(int(m.group(1)))}: " if m else "") + ours[0]
     m = _EXIT.search(output)
     if m:
-        return f"{layout.describe(int(m.group(1)))} exited with code {m.group(2)}"
+        raised = _RAISED.findall(output)  # a rank's uncaught exception: say what it was
+        return (f"{layout.describe(int(m.group(1)))} exited with code {m.group(2)}"
+                + (f"; last error: {raised[-1].strip()[:300]}" if raised else ""))
     tail = [line for line in output.splitlines() if line.strip()][-3:]
     return "mpirun failed: " + " | ".join(tail)
 
