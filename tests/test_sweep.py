@@ -134,3 +134,25 @@ def test_resume_of_an_unknown_run_is_refused(cli, tmp_path):
     spec = _write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")
     proc = cli("sweep", spec, "--results", tmp_path / "results", "--resume", "nope-1")
     assert proc.returncode == 2 and "no interrupted sweep 'nope-1'" in proc.stderr
+
+
+def test_resume_can_retry_the_points_whose_row_failed(cli, tmp_path):
+    """--retry-failed: a resumed sweep runs a failed point again (a long sweep should not need a
+    new run for one transient failure); without it the failed row counts as done."""
+    import argparse
+
+    from bench.commands.sweep import _Journal
+    from bench.results import ResultStore, new_row
+
+    store = ResultStore(tmp_path / "results")
+    rows = [new_row(model="lenet_mnist", strategy=s, workers=2, status=st, run_id="20260101T000000Z-abcdef")
+            for s, st in (("ps", "ok"), ("horovod", "failed"))]
+    store.append_rows("20260101T000000Z-abcdef", rows)
+    args = dict(no_store=False, results=str(tmp_path / "results"), resume="20260101T000000Z-abcdef")
+    plain = _Journal(argparse.Namespace(**args, retry_failed=False))
+    retry = _Journal(argparse.Namespace(**args, retry_failed=True))
+    assert len(plain.done) == 2 and len(retry.done) == 1
+    assert [_Journal.key(r) for r in rows if r["status"] == "ok"] == list(retry.done)
+    spec = _write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")
+    proc = cli("sweep", spec, "--results", tmp_path / "results", "--retry-failed")
+    assert proc.returncode == 2 and "--retry-failed goes with --resume" in proc.stderr

@@ -30,6 +30,9 @@ def register(subparsers):
     p.add_argument("--report-dir", default=None, help="where to write the report (default RESULTS/report)")
     p.add_argument("--resume", default=None, metavar="RUN",
                    help="continue an interrupted sweep: run the points RUN has no row for, then store RUN")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: also run again the points whose row failed (the failed row stays in "
+                        "the run; reports use the ok one)")
     p.add_argument("--dry-run", action="store_true", help="list the points and exit")
 
 
@@ -165,6 +168,8 @@ class _Journal:
         self.store = None if args.no_store else ResultStore(args.results)
         self.env = environment_fields()
         self.rows, self.done = [], set()
+        if getattr(args, "retry_failed", False) and not args.resume:
+            raise UserError("--retry-failed goes with --resume RUN (the interrupted sweep to continue)")
         if args.resume:
             if self.store is None:
                 raise UserError("--resume needs the result store; drop --no-store")
@@ -173,7 +178,8 @@ class _Journal:
                 raise UserError(f"no interrupted sweep {args.resume!r} in {self.store.pending_dir} "
                                 f"(pending runs: {pending})")
             self.run_id = args.resume
-            self.done = {self.key(r) for r in self.store.read_pending(self.run_id)}
+            self.done = {self.key(r) for r in self.store.read_pending(self.run_id)
+                         if not (getattr(args, "retry_failed", False) and r.get("status") == "failed")}
         else:
             self.run_id = new_run_id()
         self.path = self.store.pending_dir / f"{self.run_id}.jsonl" if self.store else None
