@@ -13,6 +13,11 @@ from typing import List
 import tensorflow as tf
 
 
+def near_equal_sizes(n: int, parts: int) -> List[int]:
+    """``n`` split into ``parts`` contiguous sizes differing by at most one (the first ones larger)."""
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
 def ring_allreduce(vectors: List[tf.Tensor], devices: List[str]) -> List[tf.Tensor]:
     """The sum of equally long 1-D ``vectors`` (one per device), returned on every device.
 
@@ -24,7 +29,7 @@ def ring_allreduce(vectors: List[tf.Tensor], devices: List[str]) -> List[tf.Tens
     if W == 1:
         return list(vectors)
     n = int(vectors[0].shape[0])
-    sizes = [n // W + (1 if i < n % W else 0) for i in range(W)]
+    sizes = near_equal_sizes(n, W)
     partial = []
     for w, device in enumerate(devices):
         with tf.device(device):

@@ -37,14 +37,9 @@ import tensorflow as tf
 
 from bench.errors import UserError
 from bench.strategy import loss_fn
-from ralp.ring import ring_allreduce
+from ralp.ring import near_equal_sizes, ring_allreduce
 
 ACTIVATIONS = ("relu", "linear")
-
-
-def _sizes(n: int, parts: int) -> List[int]:
-    """``n`` split into ``parts`` near-equal contiguous sizes (the first ones one larger)."""
-    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
 
 
 def dense_chain(head) -> List["tf.keras.layers.Dense"]:
@@ -75,7 +70,7 @@ class _ShardedLayer:
         self.layer, self.axis = layer, axis
         self.relu = tf.keras.activations.serialize(layer.activation) == "relu"
         kernel = layer.kernel.numpy()
-        self.sizes = _sizes(kernel.shape[axis], len(devices))
+        self.sizes = near_equal_sizes(kernel.shape[axis], len(devices))
         bias = layer.bias.numpy() if layer.use_bias else None
         self.kernels, self.biases = [], []
         for s, (device, part) in enumerate(zip(devices, np.split(kernel, np.cumsum(self.sizes)[:-1], axis))):
