@@ -13,9 +13,22 @@ context), so this module does what ``horovodrun --gloo`` does: the first
 worker rank runs Horovod's HTTP rendezvous server, every worker learns its
 address over MPI, and each sets the HOROVOD_* variables before ``hvd.init``.
 ``ops="mpi"`` keeps Horovod's MPI controller and MPI collectives.
+
+Gloo's timeout: every Gloo operation (one broadcast or one ring step of an
+all-reduce) fails after HOROVOD_GLOO_TIMEOUT_SECONDS, 30 s by default
+(horovod/common/gloo/gloo_context.cc). That suits a datacenter NIC, not a link
+scaled to a V100's compute ratio: VGG-16's first FC matrix alone is 411 MB, so
+Horovod's start-up broadcast of it to one peer at 105.7 Mbit/s takes ~32 s at
+line rate, and both tries of that point failed with "Graph execution error" (the
+paper sweep, h100-400g scaled, 2 workers) while the same run at 1 Gbit/s (3.3 s)
+passed. The harness has its own hang watchdog, sized from --step-timeout
+(bench/trainer.py), which names the phase that hung; Gloo's limit is set to
+that watchdog's longest window (``gloo_timeout_s``) so it never fires first on
+a transfer that is merely slow.
 """
+import math
 import os
-from typing import List
+from typing import List, Optional
 
 OPS = ("gloo", "mpi")
 
@@ -48,10 +61,19 @@ def settings_label(ops: str, fusion_mb: float, cycle_ms: float, autotune: bool) 
     return f"{ops} fusion={fusion_mb:g}MiB cycle={cycle_ms:g}ms autotune={'on' if autotune else 'off'}"
 
 
-def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str = "gloo", tuning: dict = None):
+def gloo_timeout_s(step_timeout: float, warmup_steps: int) -> int:
+    """Seconds one Gloo operation may take: the harness's warm-up window (its longest,
+    bench/trainer.py: the broadcast and the first traced step run in it), never below
+    Horovod's own default of 30 s."""
+    return max(30, math.ceil(step_timeout * (warmup_steps + 2)))
+
+
+def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str = "gloo", tuning: dict = None,
+                 timeout_s: Optional[int] = None):
     """hvd.init() on the ranks in ``worker_ranks`` (collective over ``comm``: every rank calls it;
     others return None). ``addresses[r]``: where rank r is reached; ``tuning``: ``tuning_env``'s
-    variables. Returns the horovod module."""
+    variables; ``timeout_s``: Gloo's per-operation limit (``gloo_timeout_s``; None keeps
+    Horovod's 30 s). Returns the horovod module."""
     from bench.tf_cluster import polite_allgather
 
     os.environ.update(tuning or {})
@@ -99,6 +121,8 @@ def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str =
         "HOROVOD_CPU_OPERATIONS": "gloo",
         "HOROVOD_GLOO_IFACE": route_iface(peer),
     })
+    if timeout_s is not None:
+        os.environ["HOROVOD_GLOO_TIMEOUT_SECONDS"] = str(int(timeout_s))
     import horovod.tensorflow as hvd
 
     hvd.init()

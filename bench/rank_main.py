@@ -78,12 +78,13 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(inter)
 
     if not cls.uses_tf_cluster:
-        from bench.hvd_init import init_horovod, tuning_env
+        from bench.hvd_init import gloo_timeout_s, init_horovod, tuning_env
 
         phase(rank, "horovod init")
         worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
         hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
-                           tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune))
+                           tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune),
+                           timeout_s=gloo_timeout_s(cfg.step_timeout, cfg.warmup_steps))
         watchdog.disarm()
         if role.job != "worker":
             follow_until_stopped(comm, info)  # e.g. an auto run that picked Horovod

@@ -110,3 +110,23 @@ def test_a_rank_that_raised_is_named_with_its_exception():
     assert diagnose(raised + exited, layout) == ("rank 0 (worker 0) exited with code 1; last error: tensorflow.python."
                                                  "framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor")
     assert diagnose(exited, layout) == "rank 0 (worker 0) exited with code 1"
+    # TF's op errors end in "Graph execution error:"; the cause is the transport's own line.
+    graph = ("[1,0]<stderr>:[2026-12-03 19:02:11.5: E horovod/common/operations.cc:697] Horovod background loop "
+             "uncaught exception: [third_party/gloo/gloo/transport/tcp/pair.cc:589] Timed out waiting 30000ms "
+             "for recv operation to complete\n"
+             "tensorflow.python.framework.errors_impl.UnknownError: Graph execution error:\n\nDetected at node x\n")
+    assert diagnose(graph + exited, layout) == (
+        "rank 0 (worker 0) exited with code 1; last error: tensorflow.python.framework.errors_impl.UnknownError: "
+        "Graph execution error: Timed out waiting 30000ms for recv operation to complete")
+
+
+def test_gloo_waits_as_long_as_the_harness_watchdog():
+    """Gloo's per-operation limit (30 s by default) failed VGG-16's 411 MB broadcast on a 105.7 Mbit/s
+    link (~32 s at line rate); it now follows the watchdog's warm-up window, never below 30 s."""
+    from bench.hvd_init import gloo_timeout_s
+
+    assert gloo_timeout_s(900.0, 1) == 2700       # the paper sweep: 900 s steps, 1 warm-up step
+    assert gloo_timeout_s(120.0, 2) == 480        # the defaults
+    assert gloo_timeout_s(2.0, 0) == 30           # never below Horovod's own default
+    fc6_bytes, link_bps = 25088 * 4096 * 4, 105.7e6
+    assert gloo_timeout_s(120.0, 0) > fc6_bytes * 8 / link_bps > 30

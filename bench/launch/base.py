@@ -103,6 +103,10 @@ class Launcher(abc.ABC):
 _DIED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 _EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)", re.S)
 _ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
+# TF's op errors say only "Graph execution error:" on the exception line; the op's own failure
+# (a Gloo timeout, a lost peer) is logged above or below it by Horovod or the transport.
+_CAUSE = re.compile(r"(?:uncaught exception: |\] )?((?:Timed out|Connection (?:reset|refused|closed)|Read error|"
+                    r"Broken pipe)[^\n]*)")
 _RAISED = re.compile(r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exhausted)\b:? .*)$", re.M)
 
 
@@ -121,8 +125,12 @@ def diagnose(output: str, layout: RankLayout) -> str:
     m = _EXIT.search(output)
     if m:
         raised = _RAISED.findall(output)  # a rank's uncaught exception: say what it was
+        cause = _CAUSE.findall(output)
+        last = raised[-1].strip()[:300] if raised else ""
+        if cause and (not last or last.endswith(":")):
+            last = f"{last} {cause[0].strip()[:200]}".strip()
         return (f"{layout.describe(int(m.group(1)))} exited with code {m.group(2)}"
-                + (f"; last error: {raised[-1].strip()[:300]}" if raised else ""))
+                + (f"; last error: {last}" if last else ""))
     tail = [line for line in output.splitlines() if line.strip()][-3:]
     return "mpirun failed: " + " | ".join(tail)
 
