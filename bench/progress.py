@@ -43,6 +43,14 @@ class RunProgress:
         self._progress.update(self._task, description=f"{self.label(cfg)}: {status} {speed}")
         self._progress.update(self._overall, advance=1)
 
+    def note(self, cfg, text):
+        """A line about the point in progress (e.g. why it is measured again)."""
+        line = f"[{self.done + 1}/{self.total}] {self.label(cfg)}: {text}"
+        if self.quiet:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            self._progress.console.print(line)
+
     def skipped(self, cfg):
         """A point an earlier, interrupted run of the sweep already measured."""
         self.done += 1

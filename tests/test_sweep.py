@@ -156,3 +156,55 @@ def test_resume_can_retry_the_points_whose_row_failed(cli, tmp_path):
     spec = _write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")
     proc = cli("sweep", spec, "--results", tmp_path / "results", "--retry-failed")
     assert proc.returncode == 2 and "--retry-failed goes with --resume" in proc.stderr
+
+
+def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatch):
+    """max_steal: a row measured while the hypervisor took more of the VM's CPU is kept as
+    "noisy" (never in a median) and the point measured again, at most STEAL_TRIES times; the
+    last try stands whatever its steal, so a sweep on a busy host still ends."""
+    import argparse
+
+    import pandas as pd
+
+    import bench.harness
+    from bench.commands.sweep import _Journal, _measure
+    from bench.progress import RunProgress
+    from bench.report_summary import summarize
+    from bench.results import new_row
+    from bench.sweep import STEAL_TRIES
+
+    cfg = load_sweep(_write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")).points[0].config
+    args = argparse.Namespace(no_store=False, results=str(tmp_path / "results"), resume=None, verbose=False)
+
+    def measure(steals, max_steal):
+        seq, count = iter(steals), iter(range(len(steals)))
+        monkeypatch.setattr(bench.harness, "run_one", lambda *a, **k: new_row(
+            model=cfg.model, strategy=cfg.strategy, workers=cfg.workers, status="ok", cpu_steal=next(seq),
+            images_per_sec=100.0 / (1 + next(count)), step_time_median_s=0.1))
+        journal = _Journal(args)
+        row = _measure(cfg, None, RunProgress(1, quiet=True), args, 0, max_steal, journal)
+        return row, journal.rows
+
+    row, noisy = measure([0.30, 0.04, 0.5], 0.10)
+    assert (row["cpu_steal"], row["status"], len(noisy)) == (0.04, "ok", 1)
+    assert noisy[0]["status"] == "noisy" and noisy[0]["failure"].startswith("cpu steal 30% over max_steal 10%")
+    row, noisy = measure([0.30] * STEAL_TRIES, 0.10)
+    assert (row["status"], len(noisy)) == ("ok", STEAL_TRIES - 1)
+    row, noisy = measure([0.30], None)  # no limit: the first row stands
+    assert (row["cpu_steal"], noisy) == (0.30, [])
+    row, noisy = measure([0.30, 0.01], 0.10)  # 100 img/s under steal, then 50 img/s: the median is 50
+    summary = summarize(pd.DataFrame([*noisy, row]), [])
+    assert summary["images_per_sec"].tolist() == [50.0] and summary["repeats"].tolist() == [1]
+    with pytest.raises(UserError, match="max_steal must be a share of the CPU between 0 and 1"):
+        load_sweep(_write(tmp_path, "max_steal = 10\n[[grid]]\nmodel = 'lenet_mnist'\n"))
+
+
+def test_the_report_counts_step_time_cells_within_the_bar_by_cpu_steal():
+    import pandas as pd
+
+    from bench.report_tables import step_time_bar
+
+    cells = pd.DataFrame({"step_time_median_s": [1.0, 1.5, 1.1, 1.0], "predicted_step_time_s": [1.0, 1.0, 1.0, 2.0],
+                          "cpu_steal": [0.01, 0.02, 0.3, None]})
+    assert step_time_bar(cells) == ("Step time within ±20% of the cost model: 2 of 4 cells; 1 of 2 measured under "
+                                    "≤ 5% CPU steal, 1 of 1 above it.")

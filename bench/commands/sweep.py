@@ -33,6 +33,9 @@ def register(subparsers):
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume: also run again the points whose row failed (the failed row stays in "
                         "the run; reports use the ok one)")
+    p.add_argument("--max-steal", type=float, default=None, metavar="SHARE",
+                   help="measure a point again (up to 3 times) when the hypervisor took more than this share of "
+                        "the machine's CPU during it, e.g. 0.1 (default: the sweep file's max_steal, else no limit)")
     p.add_argument("--dry-run", action="store_true", help="list the points and exit")
 
 
@@ -41,7 +44,8 @@ def run(args):
     from bench.progress import RunProgress
     from bench.sweep import load_sweep
 
-    sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats)
+    sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats,
+                       max_steal=args.max_steal)
     for ds, data_dir in {(p.config.dataset, p.config.data_dir) for p in sweep.points}:
         validate_data(ds, data_dir)
     from bench.planning import settle_model
@@ -99,7 +103,9 @@ def _dry_run(sweep, args):
     runs = len(sweep.points) * sweep.repeats
     print(f"{runs} runs{f' ({sweep.repeats} repeats, interleaved)' if sweep.repeats > 1 else ''}; estimated at "
           f"most {total / 60:.0f} min (cost-model step times, {STARTUP_S:.0f} s start-up per run, the "
-          "steps' upper bound under --target-ci/--time-cap)")
+          "steps' upper bound under --target-ci/--time-cap"
+          + (f"; not counted: points measured again under > {sweep.max_steal:.0%} CPU steal" if sweep.max_steal else "")
+          + ")")
     return 0
 
 
@@ -128,7 +134,6 @@ def predicted_step_s(cfg):
 
 def _run_points(sweep, args, journal, progress):
     from bench.clusters import apply_cluster
-    from bench.harness import run_one
 
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
     for _, group in groupby(ordered, key=lambda p: p.cluster_key()):
@@ -151,11 +156,26 @@ def _run_points(sweep, args, journal, progress):
             continue
         with launcher:
             for repeat, point in todo:
-                row = run_one(point.config, launcher, on_progress=progress.callback(point.config),
-                              echo=args.verbose)
-                row["repeat"] = repeat
+                row = _measure(point.config, launcher, progress, args, repeat, sweep.max_steal, journal)
                 journal.add(row)
                 progress.finished(point.config, row)
+
+
+def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
+    """One point's row; measured again while its CPU steal exceeds ``max_steal`` (bench/sweep.py
+    check_max_steal), each superseded row journaled with status "noisy"."""
+    from bench.harness import run_one
+    from bench.sweep import STEAL_TRIES
+
+    for attempt in range(1, STEAL_TRIES + 1):
+        row = {**run_one(cfg, launcher, on_progress=progress.callback(cfg), echo=args.verbose), "repeat": repeat}
+        steal = row.get("cpu_steal")
+        if (max_steal is None or row["status"] != "ok" or steal is None or steal <= max_steal
+                or attempt == STEAL_TRIES):
+            return row
+        reason = f"cpu steal {steal:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
+        journal.add({**row, "status": "noisy", "failure": reason})
+        progress.note(cfg, f"{reason}: measuring again")
 
 
 class _Journal:
@@ -179,7 +199,8 @@ class _Journal:
                                 f"(pending runs: {pending})")
             self.run_id = args.resume
             self.done = {self.key(r) for r in self.store.read_pending(self.run_id)
-                         if not (getattr(args, "retry_failed", False) and r.get("status") == "failed")}
+                         if r.get("status") != "noisy"  # superseded: never stands for its point
+                         and not (getattr(args, "retry_failed", False) and r.get("status") == "failed")}
         else:
             self.run_id = new_run_id()
         self.path = self.store.pending_dir / f"{self.run_id}.jsonl" if self.store else None
