@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from bench.config import RunConfig
+from bench.cpu_steal import cpu_times, steal_share
 from bench.errors import RunFailed
 from bench.launch.base import Launcher, run_mpirun
 from bench.rank_result import RankResult
@@ -81,23 +82,6 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     return {**row, **_predicted(cfg, strategy, cut), **measured_fields(cfg, result), "status": "ok",
             "failure": None}
 
-
-def cpu_times():
-    """(steal, total) jiffies of this machine (/proc/stat), or None off Linux."""
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
-
-
-def steal_share(before, after) -> Optional[float]:
-    """Share of this machine's CPU time its hypervisor gave to other guests in between: a
-    virtual machine's noisy neighbour, which no quota inside it can keep out of a measurement."""
-    if not before or not after or after[1] <= before[1]:
-        return None
-    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = None) -> Dict:

@@ -3,7 +3,7 @@
     name = "headline"
     repeats = 3                # every point 3 times, interleaved (--repeats overrides)
     max_steal = 0.10           # a point measured while the hypervisor took more of this VM's CPU
-                               # is measured again (--max-steal overrides; see check_max_steal)
+                               # is measured again (--max-steal overrides; bench/cpu_steal.py)
     [defaults]                 # any RunConfig field, plus cluster settings
     dataset = "synthetic"
     steps = 5
@@ -26,6 +26,7 @@ from typing import Dict, List
 from typing import Optional
 
 from bench.config import RunConfig, check_repeats
+from bench.cpu_steal import check_max_steal
 from bench.errors import UserError
 
 CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile", "cpus_per_host")
@@ -49,28 +50,6 @@ class Sweep:
     points: List[SweepPoint]
     repeats: int = 1
     max_steal: Optional[float] = None
-
-
-# A point is measured at most this many times while its rows exceed max_steal; the last one is
-# kept as it is (the report flags its steal), so a sweep on a busy host still ends.
-STEAL_TRIES = 3
-
-
-def check_max_steal(value) -> Optional[float]:
-    """max_steal: a share of the machine's CPU in (0, 1), or None (no limit).
-
-    Why a sweep needs it: on a virtual machine the hypervisor can take CPU from every emulated
-    host at once (the "steal" column of vmstat), which no cgroup quota inside the VM keeps out.
-    Over the stored runs of 2026-12-03, the cost model's step time was within +-20% for 76 of 82
-    rows measured under 10% steal and for 9 of 25 measured under 20-38% (median measured /
-    predicted 1.02-1.05 below 20%, 1.22 at 20-30%, 1.44 above): the model describes the emulated
-    cluster, the steal is a neighbour's load. Such a row is kept with status "noisy" (it never
-    enters a median) and the point is measured again, up to STEAL_TRIES times."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise UserError(f"max_steal must be a share of the CPU between 0 and 1 (e.g. 0.1), got {value!r}")
-    return float(value)
 
 
 def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) -> Sweep:

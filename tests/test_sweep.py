@@ -171,7 +171,7 @@ def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatc
     from bench.progress import RunProgress
     from bench.report_summary import summarize
     from bench.results import new_row
-    from bench.sweep import STEAL_TRIES
+    from bench.cpu_steal import STEAL_TRIES
 
     cfg = load_sweep(_write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")).points[0].config
     args = argparse.Namespace(no_store=False, results=str(tmp_path / "results"), resume=None, verbose=False)

@@ -162,18 +162,16 @@ def _run_points(sweep, args, journal, progress):
 
 
 def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
-    """One point's row; measured again while its CPU steal exceeds ``max_steal`` (bench/sweep.py
-    check_max_steal), each superseded row journaled with status "noisy"."""
+    """One point's row, measured again while its CPU steal exceeds ``max_steal``
+    (bench/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
+    from bench.cpu_steal import STEAL_TRIES, too_stolen
     from bench.harness import run_one
-    from bench.sweep import STEAL_TRIES
 
     for attempt in range(1, STEAL_TRIES + 1):
         row = {**run_one(cfg, launcher, on_progress=progress.callback(cfg), echo=args.verbose), "repeat": repeat}
-        steal = row.get("cpu_steal")
-        if (max_steal is None or row["status"] != "ok" or steal is None or steal <= max_steal
-                or attempt == STEAL_TRIES):
+        if attempt == STEAL_TRIES or row["status"] != "ok" or not too_stolen(row.get("cpu_steal"), max_steal):
             return row
-        reason = f"cpu steal {steal:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
+        reason = f"cpu steal {row['cpu_steal']:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
         journal.add({**row, "status": "noisy", "failure": reason})
         progress.note(cfg, f"{reason}: measuring again")
 
