@@ -19,9 +19,10 @@ def _write(tmp_path, text):
 
 def test_shipped_sweeps_expand_to_their_grids():
     headline = load_sweep(str(ROOT / "sweeps" / "headline.toml"))
-    # 3 models x 4 strategies x 2 worker counts x 2 link settings
-    assert len(headline.points) == 48
+    # 3 models x 5 (ps in both layouts, horovod, ralp, auto) x 2 worker counts x 2 link settings
+    assert len(headline.points) == 60 and (headline.repeats, headline.max_steal) == (2, 0.10)
     assert {p.config.strategy for p in headline.points} == {"ps", "horovod", "ralp", "auto"}
+    assert {p.config.ps_placement for p in headline.points if p.config.strategy == "auto"} == {"colocated"}
     assert {(p.cluster.get("bandwidth"), p.cluster.get("scale_to")) for p in headline.points} == \
         {("1gbit", None), (None, "v100-10gbe")}
     fair = load_sweep(str(ROOT / "sweeps" / "fair.toml"))
