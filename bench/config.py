@@ -116,6 +116,12 @@ class RunConfig:
 
         return get_spec(self.model, self.input_shape, self.classes)
 
+    def _pipelines(self) -> bool:
+        """Does the strategy run --micro-batches (the cost model's PIPELINED, read through its spec)?"""
+        from ralp.strategy_costs import PIPELINED
+
+        return self.strategy in SPECS and SPECS[self.strategy].priced_as in PIPELINED
+
     def colocated(self, strategy: str) -> bool:
         """Does ``strategy`` run with a PS task beside every worker? Only sync PS shards its
         variables that way (tf_cnn_benchmarks' layout); RALP's head and ps-async's
@@ -189,7 +195,7 @@ class RunConfig:
         for name in ("batch_size", "steps", "micro_batches"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.micro_batches > 1 and self.strategy not in ("ralp-hybrid", "auto"):
+        if self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
             raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
                             "drop --micro-batches or use --strategy ralp-hybrid")
         if self.batch_size % self.micro_batches:

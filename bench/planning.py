@@ -149,7 +149,10 @@ def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
     """ralp-hybrid with --ps > 1 shards its head: the head after ``cut`` must be a Dense chain
     (ralp/head_chain.py); refused in one line otherwise. The driver's check, before any rank
     starts (rank 0 must not profile the model again on its slice of a core)."""
-    if strategy != "ralp-hybrid" or cfg.ps == 1:
+    from bench.strategy_specs import spec_of
+    from ralp.strategy_costs import SHARDED_HEAD
+
+    if spec_of(strategy).priced_as not in SHARDED_HEAD or cfg.ps == 1:
         return
     cut = cut or first_cut(cfg)
     if cut is None:
@@ -182,6 +185,7 @@ def _ralp_cut(plan, profile):
 def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     """The cost model's figures for exactly what ran (None for ps-async: no model of it)."""
     from ralp.cost_model import predict as cost_predict
+    from ralp.strategy_costs import PIPELINED
 
     from bench.strategy_specs import spec_of
 
@@ -192,4 +196,4 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement,
-                        micro_batches=cfg.micro_batches if strategy == "ralp-hybrid" else 1)
+                        micro_batches=cfg.micro_batches if spec.priced_as in PIPELINED else 1)
