@@ -114,9 +114,6 @@ def tbf_sizes(rate_bps, sender_bps=None):
     burst = max(64 * 1024, 2 * largest, int(rate_bytes * 0.001))
     limit = max(2 * burst, int(rate_bytes * 0.050))
     return burst, limit
-    burst = max(64 * 1024, int(rate_bytes * 0.001))
-    limit = max(2 * burst, int(rate_bytes * 0.050))
-    return burst, limit
 
 
 GSO_HOLD_S = 0.001  # longest a queued (super-)packet may hold the emulated wire
