@@ -64,8 +64,9 @@ def run(args):
         _run_points(sweep, args, journal, progress)
     except BaseException:
         progress.close()
+        kept = [r for r in journal.rows if r.get("status") != "noisy"]
         if journal.rows:
-            print(f"ralp-bench: sweep stopped; {len(journal.rows)} finished configurations kept in "
+            print(f"ralp-bench: sweep stopped; {len(kept)} finished configurations kept in "
                   f"{journal.path}; continue with: ralp-bench sweep {args.file} --resume {journal.run_id}",
                   file=sys.stderr)
         raise
