@@ -53,14 +53,16 @@ def too_stolen(steal: Optional[float], max_steal: Optional[float]) -> bool:
 
 
 def measure_quietly(measure: Callable[[], T], max_steal: Optional[float],
-                    on_stolen: Callable[[T, float, int], None] = lambda result, steal, attempt: None
-                    ) -> Tuple[T, Optional[float]]:
+                    on_stolen: Callable[[T, float, int], None] = lambda result, steal, attempt: None,
+                    steal_of: Optional[Callable[[T], Optional[float]]] = None) -> Tuple[T, Optional[float]]:
     """``measure()`` and the steal during it, again (up to STEAL_TRIES) while the steal exceeds
-    ``max_steal``; ``on_stolen(result, steal, attempt)`` hears of each superseded result."""
+    ``max_steal``; ``on_stolen(result, steal, attempt)`` hears of each superseded result.
+    ``steal_of(result)``: the steal the result recorded itself (a run's row times only its
+    ranks; None: nothing to judge, e.g. a failed run), else the steal around ``measure()``."""
     for attempt in range(1, STEAL_TRIES + 1):
         before = cpu_times()
         result = measure()
-        steal = steal_share(before, cpu_times())
+        steal = steal_of(result) if steal_of else steal_share(before, cpu_times())
         if attempt == STEAL_TRIES or not too_stolen(steal, max_steal):
             return result, steal
         on_stolen(result, steal, attempt)

@@ -165,16 +165,18 @@ def _run_points(sweep, args, journal, progress):
 def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
     """One point's row, measured again while its CPU steal exceeds ``max_steal``
     (bench/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
-    from bench.cpu_steal import STEAL_TRIES, too_stolen
+    from bench.cpu_steal import STEAL_TRIES, measure_quietly
     from bench.harness import run_one
 
-    for attempt in range(1, STEAL_TRIES + 1):
-        row = {**run_one(cfg, launcher, on_progress=progress.callback(cfg), echo=args.verbose), "repeat": repeat}
-        if attempt == STEAL_TRIES or row["status"] != "ok" or not too_stolen(row.get("cpu_steal"), max_steal):
-            return row
-        reason = f"cpu steal {row['cpu_steal']:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
+    def superseded(row, steal, attempt):
+        reason = f"cpu steal {steal:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
         journal.add({**row, "status": "noisy", "failure": reason})
         progress.note(cfg, f"{reason}: measuring again")
+
+    row, _ = measure_quietly(
+        lambda: {**run_one(cfg, launcher, on_progress=progress.callback(cfg), echo=args.verbose), "repeat": repeat},
+        max_steal, superseded, steal_of=lambda r: r.get("cpu_steal") if r["status"] == "ok" else None)
+    return row
 
 
 class _Journal:
