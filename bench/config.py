@@ -142,6 +142,12 @@ class RunConfig:
         return (self.max_steps or 10 * self.steps) if self.target_ci is not None else self.steps
 
     @property
+    def warmup_window_s(self) -> float:
+        """How long the warm-up may take before the run is declared hung: the watchdog's longest
+        window (bench/trainer.py; the first call traces, Horovod broadcasts the variables)."""
+        return self.step_timeout * (self.warmup_steps + 2)
+
+    @property
     def global_batch(self) -> int:
         return self.batch_size * self.workers
 

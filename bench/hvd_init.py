@@ -61,11 +61,11 @@ def settings_label(ops: str, fusion_mb: float, cycle_ms: float, autotune: bool) 
     return f"{ops} fusion={fusion_mb:g}MiB cycle={cycle_ms:g}ms autotune={'on' if autotune else 'off'}"
 
 
-def gloo_timeout_s(step_timeout: float, warmup_steps: int) -> int:
-    """Seconds one Gloo operation may take: the harness's warm-up window (its longest,
-    bench/trainer.py: the broadcast and the first traced step run in it), never below
+def gloo_timeout_s(warmup_window_s: float) -> int:
+    """Seconds one Gloo operation may take: the harness's warm-up window (RunConfig.warmup_window_s,
+    its watchdog's longest: the broadcast and the first traced step run in it), never below
     Horovod's own default of 30 s."""
-    return max(30, math.ceil(step_timeout * (warmup_steps + 2)))
+    return max(30, math.ceil(warmup_window_s))
 
 
 def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str = "gloo", tuning: dict = None,

@@ -84,7 +84,7 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
         worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
         hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
                            tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune),
-                           timeout_s=gloo_timeout_s(cfg.step_timeout, cfg.warmup_steps))
+                           timeout_s=gloo_timeout_s(cfg.warmup_window_s))
         watchdog.disarm()
         if role.job != "worker":
             follow_until_stopped(comm, info)  # e.g. an auto run that picked Horovod

@@ -56,7 +56,7 @@ def config_keys(df, include_run=True):
 def summarize(df, keys):
     """One row per (model, workers, keys..., strategy); repeats reduced to medians of ok rows."""
     df = df.fillna({"model": "unknown", "strategy": "unknown"})
-    df = df[df["status"] != "noisy"]  # superseded by a re-measurement (bench/sweep.py check_max_steal)
+    df = df[df["status"] != "noisy"]  # superseded by a re-measurement (bench/cpu_steal.py)
     group_cols = ["model", "workers", *keys, "strategy"]
     records = []
     for values, rows in df.groupby(group_cols, dropna=False, sort=False):

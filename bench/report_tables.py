@@ -172,7 +172,7 @@ STEP_TIME_BAR = 0.20  # issue 12's bar for the cost model's step time, per cell
 def step_time_bar(ok):
     """How many cells' step time the cost model predicts within STEP_TIME_BAR, overall and among
     the cells measured while the hypervisor took at most STEAL_LIMIT of the machine's CPU (a
-    neighbour's load the model does not describe; bench/sweep.py check_max_steal)."""
+    neighbour's load the model does not describe; bench/cpu_steal.py)."""
     rows = ok[ok["step_time_median_s"].notna() & ok["predicted_step_time_s"].notna()]
     if rows.empty:
         return None

@@ -78,7 +78,7 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
     strategy.setup()
     setup_s = time.perf_counter() - t0
     if cfg.warmup_steps:
-        watchdog.arm("warm-up", timeout_s=cfg.step_timeout * (cfg.warmup_steps + 2))  # first call traces
+        watchdog.arm("warm-up", timeout_s=cfg.warmup_window_s)
         strategy.train_steps(0, cfg.warmup_steps)
     report_progress(cfg.warmup_steps, total, leader)
 

@@ -123,10 +123,14 @@ def test_a_rank_that_raised_is_named_with_its_exception():
 def test_gloo_waits_as_long_as_the_harness_watchdog():
     """Gloo's per-operation limit (30 s by default) failed VGG-16's 411 MB broadcast on a 105.7 Mbit/s
     link (~32 s at line rate); it now follows the watchdog's warm-up window, never below 30 s."""
+    from bench.config import RunConfig
     from bench.hvd_init import gloo_timeout_s
 
-    assert gloo_timeout_s(900.0, 1) == 2700       # the paper sweep: 900 s steps, 1 warm-up step
-    assert gloo_timeout_s(120.0, 2) == 480        # the defaults
-    assert gloo_timeout_s(2.0, 0) == 30           # never below Horovod's own default
+    def window(step_timeout, warmup_steps):
+        return RunConfig(step_timeout=step_timeout, warmup_steps=warmup_steps).warmup_window_s
+
+    assert gloo_timeout_s(window(900.0, 1)) == 2700   # the paper sweep: 900 s steps, 1 warm-up step
+    assert gloo_timeout_s(window(120.0, 2)) == 480    # the defaults
+    assert gloo_timeout_s(window(2.0, 0)) == 30       # never below Horovod's own default
     fc6_bytes, link_bps = 25088 * 4096 * 4, 105.7e6
-    assert gloo_timeout_s(120.0, 0) > fc6_bytes * 8 / link_bps > 30
+    assert gloo_timeout_s(window(120.0, 0)) > fc6_bytes * 8 / link_bps > 30
