@@ -8,7 +8,8 @@ predicted 1.02-1.05 below 20%, 1.22 at 20-30%, 1.44 above); the link probes lost
 of their line rate under the same theft (results/headline.md). So every measurement
 records its steal (rows: ``cpu_steal``), and sweeps and link probes may measure again
 while it exceeds a limit (``measure_quietly``). One rule, read by the sweep
-(bench/commands/sweep.py), the link probes (bench/launch/link_probe.py) and asv.
+(bench/commands/sweep.py), the link probes (bench/launch/link_probe.py), asv and the
+calibration every prediction is built on (bench/calibration.py).
 """
 from typing import Callable, Optional, Tuple, TypeVar
 
@@ -17,7 +18,7 @@ from bench.errors import UserError
 # At most this many measurements while each exceeds the limit; the last one stands whatever
 # its steal (a report flags it), so work on a busy host still ends.
 STEAL_TRIES = 3
-LINK_MAX_STEAL = 0.10  # the link probes' limit (cluster up, asv)
+PROBE_MAX_STEAL = 0.10  # the limit of the harness's own probes: links (cluster up, asv) and calibration
 
 T = TypeVar("T")
 

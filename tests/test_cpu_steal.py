@@ -14,16 +14,18 @@ def test_steal_is_read_from_this_machine():
     assert cs.steal_share(None, (1, 2)) is None
 
 
+def readings(*steals):
+    """Fake /proc/stat readings, a (before, after) pair around each measurement, with these steals."""
+    ticks, out = [0, 0], []
+    for s in steals:
+        out.append(tuple(ticks))
+        ticks = [ticks[0] + int(100 * s), ticks[1] + 100]
+        out.append(tuple(ticks))
+    return iter(out)
+
+
 def test_a_measurement_under_steal_is_taken_again_at_most_three_times(monkeypatch):
     # /proc/stat readings around each measurement: steal 50%, then 0% -> two measurements.
-    def readings(*steals):
-        ticks, out = [0, 0], []
-        for s in steals:
-            out.append(tuple(ticks))
-            ticks = [ticks[0] + int(100 * s), ticks[1] + 100]
-            out.append(tuple(ticks))
-        return iter(out)
-
     calls, superseded = [], []
     ticks = readings(0.5, 0.0)
     monkeypatch.setattr(cs, "cpu_times", lambda: next(ticks))
@@ -40,3 +42,16 @@ def test_a_measurement_under_steal_is_taken_again_at_most_three_times(monkeypatc
     for bad in (0, 1, 1.5, -0.1, True, "0.1"):
         with pytest.raises(UserError, match="max_steal must be a share of the CPU between 0 and 1"):
             cs.check_max_steal(bad)
+
+
+def test_calibration_is_measured_again_under_steal_and_cached_with_it(monkeypatch, tmp_path):
+    import bench.calibration as calibration
+
+    monkeypatch.setattr(calibration, "CACHE", tmp_path / "calibration.json")
+    ticks = readings(0.5, 0.02)
+    monkeypatch.setattr(cs, "cpu_times", lambda: next(ticks))
+    figures = iter([{"full_s": 2.0}, {"full_s": 1.0}])
+    first = calibration._cached("key", lambda: next(figures))
+    assert (first["full_s"], first["steal"]) == (1.0, 0.02)   # the stolen measurement is not kept
+    assert calibration._cached("key", lambda: pytest.fail("measured again")) == first
+    assert "under 2% CPU steal" in calibration._provenance(first)

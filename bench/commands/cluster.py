@@ -67,7 +67,7 @@ def _up(args):
 
 def print_link_table(cluster, patterns=None, seconds=1.0):
     """Each traffic pattern's measured time against line rate (bench/launch/link_probe.py)."""
-    from bench.cpu_steal import LINK_MAX_STEAL, too_stolen
+    from bench.cpu_steal import PROBE_MAX_STEAL, too_stolen
     from bench.launch import link_probe
     from bench.strategy_specs import SPECS
 
@@ -79,7 +79,7 @@ def print_link_table(cluster, patterns=None, seconds=1.0):
     for pattern in patterns or link_probe.PATTERNS:
         r = link_probe.measure_pattern(cluster, pattern, seconds)
         flag = "  ⚠ below 90%" if r.efficiency < 0.9 else ""
-        if too_stolen(r.steal, LINK_MAX_STEAL):
+        if too_stolen(r.steal, PROBE_MAX_STEAL):
             flag += f" (the hypervisor took {r.steal:.0%} of the CPU in all 3 tries)"
         steal = "—" if r.steal is None else f"{r.steal:.0%}"
         print(f"  {r.pattern:<11} {r.hosts:>5} {format_bandwidth(r.rate_bps, flag=True):>10} {r.seconds:>8.3f}s "

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional
 
-from bench.cpu_steal import LINK_MAX_STEAL, measure_quietly
+from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 
 GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
 PORT = 47_011
@@ -101,7 +101,7 @@ ALLREDUCE_FLOATS = 3_515_402  # alexnet_cifar's parameters: a model-sized buffer
 
 
 def measure_pattern(cluster, pattern: str, seconds: float = 1.0, floats: Optional[int] = None,
-                    repeats: int = 3, ops: str = "gloo", max_steal: Optional[float] = LINK_MAX_STEAL) -> PatternResult:
+                    repeats: int = 3, ops: str = "gloo", max_steal: Optional[float] = PROBE_MAX_STEAL) -> PatternResult:
     """One pattern on an up cluster: ~``seconds`` of traffic at line rate (the all-reduce: a
     buffer of ``floats``, default sized like the raw patterns). Host 0 is the PS host, the
     others are worker hosts; a cluster of 2 hosts uses both for every pattern. Measured again
