@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
+from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 from bench.errors import UserError
 
 CACHE = Path.home() / ".cache" / "ralp-bench" / "calibration.json"
@@ -60,8 +61,6 @@ def _cached(key: str, measure) -> Dict:
     built on them, and a cache keeps them for good: so they are measured again (up to
     bench/cpu_steal.STEAL_TRIES times) while the hypervisor steals more CPU than the probes
     allow, and keep the steal they were measured under (``steal``)."""
-    from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
-
     data = _load().get(key)
     if data is None:
         figures, steal = measure_quietly(measure, PROBE_MAX_STEAL)
