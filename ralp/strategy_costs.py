@@ -139,6 +139,9 @@ class StepCost:
     micro_batches: int = 1
     pipe_worker: float = 0.0
     pipe_ps: float = 0.0
+    # RALP: the phase whose gradients stream out during the worker's backward, and the tower's
+    # layers in forward order as (share of the backward's FLOPs, share of the gradient bytes).
+    streamed: Optional[Tuple[str, Tuple[Tuple[float, float], ...]]] = None
 
 
 def sync_ps_cost(s: Setting) -> StepCost:
@@ -246,7 +249,19 @@ def fc_on_ps_cost(s: Setting) -> StepCost:
                       + s.on_worker(p_tower, comp, 0)),
         ps_codec=(s.on_ps(W * B * floats, act_comp, 1) + s.on_ps(W * B * floats, act_comp, 0)
                   + s.on_ps(W * p_tower / S, comp, 1)),
-        cut=cut)
+        cut=cut, streamed=("push tower gradients", tower_layers(s.profile, cut)))
+
+
+def tower_layers(profile, cut: str) -> Tuple[Tuple[float, float], ...]:
+    """The tower's layers in forward order as (share of its FLOPs, share of its parameters):
+    when each layer's gradients are ready in the backward pass, and how much of the push they are.
+    A tower whose layers have no FLOPs or no parameters counts as one layer (nothing streams)."""
+    tower = profile.tower_layers(cut)
+    layers = [(float(l.flops), float(l.params)) for l in profile.layers if l.name in tower]
+    flops, params = sum(f for f, _ in layers), sum(p for _, p in layers)
+    if flops <= 0 or params <= 0:
+        return ((1.0, 1.0),)
+    return tuple((f / flops, p / params) for f, p in layers)
 
 
 def hybrid_cost(s: Setting) -> StepCost:

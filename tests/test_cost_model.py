@@ -140,6 +140,30 @@ def test_sync_ps_overlaps_conv_forward_with_fc_pulls_and_fc_pushes_with_conv_bac
     assert plain.step_time_s == pytest.approx(pull / 4 + push / 4 + 2.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("link_bits,saved", [(8e6, 0.9), (0.8e6, 1.0)])
+def test_ralp_pushes_each_tower_layer_as_its_backward_finishes(link_bits, saved):
+    # Two conv layers of equal FLOPs: conv1 holds 0.1 MB of parameters, conv2 0.9 MB. Tower
+    # training 3 s (backward 2 s); conv2's backward finishes first, after 1 s, conv1's after 2 s.
+    # 8 Mbit/s (push 1 s): the link drains conv2's 0.9 MB from 1 s, conv1's 0.1 MB at 2 s
+    # -> last byte at max(1 + 1.0, 2 + 0.1) = 2.1 s instead of 2 + 1 = 3 s: 0.9 s saved.
+    # 0.8 Mbit/s (push 10 s): max(1 + 10, 2 + 1) = 11 s instead of 12 s: 1 s saved.
+    def tower(*convs):
+        layers = [LayerProfile(name, "Conv2D", p, p, int(f), 100, False, 0) for name, p, f in convs]
+        layers.append(LayerProfile("fc", "Dense", 1000, 1000, 0, 10, True, 0))
+        names = frozenset(name for name, _, _ in convs)
+        return ModelProfile("t", (1,), layers, [convs[-1][0]], _tower_layers={convs[-1][0]: names})
+
+    hw = Hardware("link", 2e9, 1e30, 1e30, link_bits, link_bits, 0.0, pass_s=1e-30)
+    two = predict(tower(("conv1", 25_000, 1e9), ("conv2", 225_000, 1e9)), "ralp", workers=1, batch_size=1, hardware=hw)
+    one = predict(tower(("conv2", 250_000, 2e9)), "ralp", workers=1, batch_size=1, hardware=hw)
+    push = 1e6 * 8 / link_bits
+    assert one.breakdown["push_tower_gradients_s"] == pytest.approx(push)
+    assert one.breakdown["backward_and_push_s"] == pytest.approx(2.0 + push)  # one layer: nothing streams
+    assert two.breakdown["backward_and_push_s"] == pytest.approx(2.0 + push - saved)
+    assert one.step_time_s - two.step_time_s == pytest.approx(saved)
+    assert two.worker_tx_bytes == one.worker_tx_bytes  # the same bytes, earlier
+
+
 def test_compression_scales_gradient_bytes():
     profile = two_layer_profile(1_000_000, 3_000_000, 1000)
     P = profile.params
