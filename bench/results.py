@@ -5,7 +5,9 @@ lost or rewritten. So each run becomes ``results/runs/<run_id>.parquet`` (typed,
 plus a CSV mirror (for ``git diff``), written atomically and never overwritten;
 ``results/manifest.json`` indexes the runs with a checksum per file. Rows are journaled to
 ``results/pending/<run_id>.jsonl`` as they arrive, so a sweep that dies half-way keeps what it
-measured and can still be committed. Reading never trusts the directory: a truncated,
+measured and can still be committed. The journal is versioned like the runs (not git-ignored): a
+sweep longer than one session or one machine resumes from the committed journal (`sweep --resume`);
+an ignored journal was lost with the checkout it was written in, and with it hours of measurement. Reading never trusts the directory: a truncated,
 foreign or empty file is named in a warning and skipped, and the other runs still load;
 files from older schema versions are migrated on read.
 
