@@ -220,6 +220,24 @@ def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "paper.md").read_text(encoding="utf-8")
     assert f"Run `{RUN}`: 4 rows, 4 ok, 0 failed" in text and "| a | " in text
+    assert "Unfinished run" not in text
+
+
+def test_command_publishes_an_unfinished_run_part_way_and_says_so(tmp_path):
+    """A sweep of the paper's size spans sessions: its journal (not yet a stored run) can be published,
+    and the document's first line names it unfinished and how to resume it."""
+    open_run = "20261204T110000Z-open01"
+    store = ResultStore(tmp_path)
+    store.append_rows(open_run, [row("alexnet_cifar", 2, s, 10.0, scaled_to=None, link_bps=1e9, ps_link_bps=1e9)
+                                 for s in ("ps", "ralp")])
+    proc = ralp_bench("paper", "--run", open_run, "--results", tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "unfinished" in proc.stderr
+    text = (tmp_path / "paper.md").read_text(encoding="utf-8")
+    assert text.splitlines()[2].startswith(f"**Unfinished run.** `{open_run}` is still being measured: these "
+                                           "are the 2 configurations journaled so far")
+    assert f"--resume {open_run}" in text and f"Run `{open_run}`: 2 rows, 2 ok, 0 failed" in text
+    assert store.pending_run_ids() == [open_run] and not store.run_ids()  # publishing stores nothing
 
 
 def test_the_zoo_profile_prices_every_strategy_to_1024_workers(claims):

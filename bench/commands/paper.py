@@ -2,7 +2,10 @@
 
 Why a command and not a report flag: the document answers the paper's claims one by one
 (bench/paper_report.py) and names the run it comes from, so it is regenerated from exactly one
-committed run, never from "whatever is stored". An unknown run id is one line, exit 2. The
+committed run, never from "whatever is stored". A sweep of the paper's size runs across sessions, so
+an unfinished run (rows journaled in results/pending/, not yet stored) may be published part-way
+too: the document then says so in its first line, with how many rows it has and how to resume.
+An unknown run id is one line, exit 2. The
 Markdown goes to --out (default results/paper.md) with its two PNGs beside it; the path written
 goes to stderr.
 """
@@ -16,7 +19,8 @@ def register(subparsers):
                     "verdict per claim, the speedup table, bytes per step against workers, scaling efficiency, "
                     "auto's picks and the cost model's extrapolation to 1,024 workers (two PNGs beside it).")
     p.add_argument("--run", required=True, metavar="ID",
-                   help="the committed run (full id, unique prefix, 'latest' or 'previous')")
+                   help="the committed run (full id, unique prefix, 'latest' or 'previous'), or the full id of "
+                        "an unfinished one (its journal in <results>/pending/)")
     p.add_argument("--results", default="results", metavar="DIR", help="result store directory (default: results)")
     p.add_argument("--out", default=None, metavar="FILE", help="where to write it (default: <results>/paper.md)")
     p.set_defaults(func=run)
@@ -28,11 +32,19 @@ def run(args):
     from bench import paper_report
     from bench.results import ResultStore
 
+    import pandas as pd
+
     store = ResultStore(args.results)
-    run_id = store.resolve_run_id(args.run)  # UserError (exit 2) naming the stored runs
     everything = store.load(quiet=True)
-    rows = everything[everything["run_id"] == run_id].reset_index(drop=True)
+    unfinished = args.run in store.pending_run_ids()
+    if unfinished:
+        run_id = args.run
+        rows = pd.DataFrame(store.read_pending(run_id))
+    else:
+        run_id = store.resolve_run_id(args.run)  # UserError (exit 2) naming the stored runs
+        rows = everything[everything["run_id"] == run_id].reset_index(drop=True)
     out = Path(args.out) if args.out else store.root / "paper.md"
-    paper_report.write(rows, run_id, out, accuracy_lines=paper_report.accuracy_lines(everything))
-    print(f"ralp-bench: wrote {out} (run {run_id})", file=sys.stderr)
+    paper_report.write(rows, run_id, out, accuracy_lines=paper_report.accuracy_lines(everything),
+                       unfinished=unfinished)
+    print(f"ralp-bench: wrote {out} (run {run_id}{', unfinished' if unfinished else ''})", file=sys.stderr)
     return 0
