@@ -5,8 +5,8 @@ cluster here is named rtest* so it never clashes with the suite's own runs,
 and a fixture removes them whatever the outcome.
 """
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -147,10 +147,22 @@ def test_links_are_shaped_both_ways_and_counted():
                   f"(TCP goodput bound {expected_goodput / 1e6:.1f}); tx {tx:.0f} B, rx {rx:.0f} B for {nbytes} B")
             assert abs(bps - rate) / rate < 0.15
             assert bps < rate * 1.02  # cannot beat the token bucket (its burst is two packets)
-            # Counters see GSO super-packets (headers once per ~64 KB), tbf sees every frame:
+            # Counters see GSO super-packets (headers once per ~64 KB), the shaper sees every frame:
             # the payload is a floor, payload plus per-frame headers a ceiling.
             assert nbytes <= tx <= nbytes / TCP_GOODPUT * 1.01
             assert nbytes <= rx <= nbytes / TCP_GOODPUT * 1.01
+        # The receiver's ACKs went through the ACK-first class, the data through the FIFO behind it.
+        acks, data = (_class_sent(c.hosts[1].netns, "eth0", minor) for minor in ("10", "20"))
+        assert acks[1] > 100 and acks[0] < acks[1] * 128, (acks, data)  # packets of < 128 bytes each
+        assert data[0] >= nbytes  # h1 -> h0's payload
+
+
+def _class_sent(ns, dev, minor):
+    """(bytes, packets) an htb class ``1:minor`` has sent (`tc -s class show`)."""
+    out = nx.run_cmd(["tc", "-n", ns, "-s", "class", "show", "dev", dev])
+    block = out.split(f"class htb 1:{minor} ")[1]
+    sent = re.search(r"Sent (\d+) bytes (\d+) pkt", block)
+    return int(sent.group(1)), int(sent.group(2))
 
 
 def test_hosts_are_isolated_and_routes_resolve():

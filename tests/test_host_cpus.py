@@ -111,7 +111,7 @@ def test_link_probe_patterns_measure_against_line_rate():
         for pattern in ("one flow", "both ways", "fan-in", "all-to-all"):
             r = link_probe.measure_pattern(c, pattern, seconds=0.5)
             assert r.pattern == pattern and r.seconds > 0
-            # the time at line rate is a floor: a tbf never lets more than its burst above the rate
+            # the time at line rate is a floor: the shaper never lets more than its burst above the rate
             assert 0.3 < r.efficiency < 1.15, r
     assert r.hosts == 3  # all-to-all: the three worker hosts, each sending to both others
 
@@ -128,10 +128,10 @@ def test_each_strategy_names_the_pattern_its_traffic_follows():
 
 def test_gso_and_bucket_follow_the_rate():
     assert nx.gso_segments(24e6) == 2 and nx.gso_segments(1e9) == 64 and nx.gso_segments(1e6) == 1
-    burst, limit = nx.tbf_sizes(24e6)
+    burst, limit = nx.bucket_sizes(24e6)
     assert burst == 65536 and limit == 150_000  # the 64 KiB floor; 50 ms of queue
-    assert nx.tbf_sizes(100e6, sender_bps=1e9)[0] == 2 * 64 * 1024  # a 1 Gbit/s sender's 64 KiB packets
-    burst, limit = nx.tbf_sizes(10e9)
+    assert nx.bucket_sizes(100e6, sender_bps=1e9)[0] == 2 * 64 * 1024  # a 1 Gbit/s sender's 64 KiB packets
+    burst, limit = nx.bucket_sizes(10e9)
     assert burst == 1_250_000 and limit == 62_500_000
 
 

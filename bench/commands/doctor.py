@@ -65,7 +65,7 @@ def _emulation():
     ok, reason = can_emulate()
     if not ok:
         return None, reason
-    return True, "network namespaces, veth, bridge and tc tbf work" + (
+    return True, "network namespaces, veth, bridge and tc htb (ACK-first) shaping work" + (
         "; netem (latency) available" if netem_available() else "; no netem here: --latency must be 0")
 
 

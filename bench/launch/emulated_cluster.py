@@ -4,7 +4,7 @@ Why: RALP's claim is about bytes on a constrained network, so the benchmark
 needs links of a chosen bandwidth even on a laptop. Each host is a network
 namespace ``<name>-h<i>`` with one NIC (``eth0``, address 10.213.0.(10+i)/24);
 the other end of its veth sits in a switch namespace ``<name>-sw`` on a
-bridge. A tbf qdisc on *both* ends limits the host's upload and download
+bridge. An htb shaper on *both* ends limits the host's upload and download
 (host 0, the PS, may get its own rate). Nothing is created in the root
 namespace and the subnet never leaves the namespaces we create.
 

@@ -106,7 +106,7 @@ def measure_pattern(cluster, pattern: str, seconds: float = 1.0, floats: Optiona
     buffer of ``floats``, default sized like the raw patterns). Host 0 is the PS host, the
     others are worker hosts; a cluster of 2 hosts uses both for every pattern. Measured again
     (up to 3 times) while the hypervisor takes more than ``max_steal`` of the machine's CPU:
-    moving bytes through veth, bridge and tbf costs the hosts CPU, and theft cut a 1 Gbit/s
+    moving bytes through veth, bridge and htb costs the hosts CPU, and theft cut a 1 Gbit/s
     flow to 78% of line rate (results/headline.md)."""
     result, steal = measure_quietly(lambda: _pattern(cluster, pattern, seconds, floats, repeats, ops), max_steal)
     result.steal = steal
