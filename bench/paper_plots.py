@@ -13,6 +13,7 @@ from bench.results import is_missing
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 TICKS = (2, 4, 8, 16, 64, 256, 1024)
+MIN_SPAN = 4.0  # a log axis spans at least this factor: one of 1, 2, 5 x 10^n always falls in it
 
 
 def bytes_plot(grid, setting, path):
@@ -82,6 +83,10 @@ def extrapolation_plot(series_list, path):
 
 def _axes(ax, title, ylabel):
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    if high < MIN_SPAN * low:  # a narrow range would hold no 1-2-5 tick to label (bytes of one worker count)
+        middle = (low * high) ** 0.5
+        ax.set_ylim(middle / MIN_SPAN ** 0.5, middle * MIN_SPAN ** 0.5)
     plots._plain_log_labels(ax.yaxis)
     ax.set_title(title, fontsize=plots.FONT_SIZE + 1)
     ax.set_xlabel("workers", fontsize=plots.FONT_SIZE)
