@@ -29,10 +29,10 @@ def register(subparsers):
 def run(args):
     from pathlib import Path
 
+    import pandas as pd
+
     from bench import paper_report
     from bench.results import ResultStore
-
-    import pandas as pd
 
     store = ResultStore(args.results)
     everything = store.load(quiet=True)

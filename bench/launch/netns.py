@@ -190,7 +190,7 @@ def qdisc_summary(ns, dev):
     (for `cluster status`)."""
     classes = run_cmd(["tc", "-n", ns, "class", "show", "dev", dev], check=False)
     qdiscs = run_cmd(["tc", "-n", ns, "qdisc", "show", "dev", dev], check=False)
-    lines = [line.strip() for line in classes.splitlines() if ":1 root" in line or ":1 parent 1:1" in line]
+    lines = [line.strip() for line in classes.splitlines() if ":1 root" in line]
     return lines + [line.strip() for line in qdiscs.splitlines() if line.strip()]
 
 
