@@ -87,7 +87,7 @@ def _axes(ax, title, ylabel):
     if high < MIN_SPAN * low:  # a narrow range would hold no 1-2-5 tick to label (bytes of one worker count)
         middle = (low * high) ** 0.5
         ax.set_ylim(middle / MIN_SPAN ** 0.5, middle * MIN_SPAN ** 0.5)
-    plots._plain_log_labels(ax.yaxis)
+    plots.plain_log_labels(ax.yaxis)
     ax.set_title(title, fontsize=plots.FONT_SIZE + 1)
     ax.set_xlabel("workers", fontsize=plots.FONT_SIZE)
     ax.set_ylabel(ylabel, fontsize=plots.FONT_SIZE)

@@ -193,7 +193,7 @@ def bytes_plot(summary, extra_keys, path):
             handles.setdefault(label, handle)
         if _wide_spread(values):
             ax.set_yscale("log")
-            _plain_log_labels(ax.yaxis)
+            plain_log_labels(ax.yaxis)
             ax.set_ylabel("MB per step, tx+rx (log scale)", fontsize=FONT_SIZE)
         else:
             ax.set_ylabel("MB per step, tx+rx", fontsize=FONT_SIZE)
@@ -250,8 +250,8 @@ def predicted_vs_measured_plot(summary, path):
         if _wide_spread(values):
             ax.set_xscale("log")
             ax.set_yscale("log")
-            _plain_log_labels(ax.xaxis)
-            _plain_log_labels(ax.yaxis)
+            plain_log_labels(ax.xaxis)
+            plain_log_labels(ax.yaxis)
             low, high = low / 1.5, high * 1.5
         else:
             pad = (high - low) * 0.1 or high * 0.1
@@ -273,7 +273,7 @@ def predicted_vs_measured_plot(summary, path):
     return _save(fig, path)
 
 
-def _plain_log_labels(axis):
+def plain_log_labels(axis):
     """Label log axes 20, 50, 100 rather than 2×10^1: easier to read off."""
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
