@@ -274,9 +274,15 @@ def predicted_vs_measured_plot(summary, path):
 
 
 def plain_log_labels(axis):
-    """Label log axes 20, 50, 100 rather than 2×10^1: easier to read off."""
+    """Label log axes 20, 50, 100 rather than 2×10^1: easier to read off. Where the axis spans
+    at most a factor of 5 (one or no labelled tick otherwise), every minor tick is labelled."""
+    def minor(v, _):
+        low, high = sorted(axis.get_view_interval())
+        narrow = low > 0 and high / low <= 5
+        return f"{v:g}" if narrow or f"{v:g}"[0] in "25" else ""
+
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _both(a, b):
