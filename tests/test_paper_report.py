@@ -10,6 +10,7 @@ import pytest
 from matplotlib.image import imread
 
 from bench import paper_report
+from bench.paper_accuracy import accuracy_run, claim_accuracy
 from bench.report_format import fmt_rate
 from bench.results import ResultStore, new_row
 from ralp.cost_model import predict
@@ -94,7 +95,7 @@ def test_each_claim_is_judged_from_the_rows(claims):
     assert "fp16: 1.03× speed, 0.75× worker bytes, 0.75× PS bytes (vgg16, 4 workers" in d["ours"]
     assert "topk:0.01: 0.97× speed, 0.67× worker bytes, — PS bytes" in d["ours"]
     assert got["e"]["verdict"] == "**not measured**"
-    assert "synthetic data" in got["e"]["ours"] and "sweeps/main.toml" in got["e"]["ours"]
+    assert "no stored run with accuracy rows" in got["e"]["ours"] and "sweeps/paper-accuracy.toml" in got["e"]["ours"]
 
 
 def test_verdicts_turn_with_the_numbers(claims):
@@ -185,15 +186,14 @@ def _match(rows, *first):
 def test_document_bytes_scaling_and_figures(tmp_path):
     store = ResultStore(tmp_path / "results")
     store.write_run(paper_rows(), RUN)
-    accuracy = [row("lenet_mnist", 2, s, 50.0, dataset="mnist", accuracy=0.951, steps_to_accuracy=275,
-                    target_accuracy=0.95, scaled_to=None, started_at="2026-12-01T10:00:00Z")
-                for s in ("ps", "ralp")]
-    store.write_run(accuracy, "20261201T100000Z-accura")
-    lines = paper_report.accuracy_lines(store.load(quiet=True))
-    text = paper_report.write(store.load([RUN], quiet=True), RUN, tmp_path / "out" / "paper.md", lines,
-                              profile_for=toy_profile)
+    store.write_run(accuracy_rows({"ps": 0.970, "ralp": 0.972}), ACCURACY_RUN)
+    everything = store.load(quiet=True)
+    text = paper_report.write(store.load([RUN], quiet=True), RUN, tmp_path / "out" / "paper.md",
+                              accuracy_run(everything), profile_for=toy_profile)
     assert (tmp_path / "out" / "paper.md").read_text(encoding="utf-8") == text
-    assert "accuracy measured in run `20261201T100000Z-accura` (lenet_mnist): ps 0.951 in 275 steps" in text
+    assert f"`ralp-bench paper --run {RUN} --accuracy-run {ACCURACY_RUN}`" in text
+    assert _row(_table(text, "Accuracy after the same steps (claim e)"), "ralp") == [
+        "ralp", "0.972", "+0.2 pt", "0.100", "2"]
     bytes_table = _table(text, "Bytes per step against workers (scaled to v100-10gbe)")
     assert _row(bytes_table, "vgg16", "ralp") == ["vgg16", "ralp", "60.0 MB (PS 120.0 MB)", "60.0 MB (PS 240.0 MB)"]
     assert _row(bytes_table, "vgg16", "horovod")[2:] == ["550.0 MB", "830.0 MB"]
@@ -206,6 +206,44 @@ def test_document_bytes_scaling_and_figures(tmp_path):
         assert f"]({name})" in text
         height, width = imread(png).shape[:2]
         assert width >= 600 and height >= 300, name
+
+
+ACCURACY_RUN = "20261201T100000Z-accura"
+
+
+def accuracy_rows(accuracy, repeats=2):
+    """A run of sweeps/paper-accuracy.toml: {'ralp fp16': 0.96, ...} -> ``repeats`` rows each (the
+    second repeat 0.002 higher, so the median sits between them)."""
+    out = []
+    for name, acc in accuracy.items():
+        strategy, _, codec = name.partition(" ")
+        out += [row("lenet_mnist", 4, strategy, 500.0, dataset="mnist", accuracy=acc + 0.002 * r - 0.001,
+                    final_loss=0.1, compression=codec or "none", scaled_to=None, batch_size=32,
+                    started_at="2026-12-01T10:00:00Z")
+                for r in range(repeats)]
+    for r in out:
+        r["steps"] = 300
+    return out
+
+
+@pytest.mark.parametrize("accuracy, verdict, lost", [
+    ({"ps": 0.970, "horovod": 0.971, "ralp": 0.968, "ralp fp16": 0.966, "ralp topk:0.01": 0.962}, "holds", None),
+    # 1.96 * sqrt(0.97 * 0.03 / 1000) = 1.06 pt: top-k 1.2 pt below PS is a loss, ralp itself is not
+    ({"ps": 0.970, "ralp": 0.969, "ralp topk:0.01": 0.958}, "partly holds", "ralp topk:0.01"),
+    ({"ps": 0.970, "ralp": 0.950}, "does not hold", "ralp"),
+    ({"ps": 0.970}, "not measured", None),
+])
+def test_accuracy_claim_against_sync_ps_within_the_held_out_resolution(tmp_path, accuracy, verdict, lost):
+    store = ResultStore(tmp_path)
+    store.write_run(accuracy_rows(accuracy), ACCURACY_RUN)
+    claim = claim_accuracy(*accuracy_run(store.load(quiet=True)))
+    assert claim.verdict == verdict, claim.ours
+    if verdict == "not measured":
+        assert f"run `{ACCURACY_RUN}` has no ok sync-PS and ralp rows" in claim.ours
+        return
+    assert "held-out top-1 after the same steps (lenet_mnist on real mnist, 4 workers, 300 steps of 32" in claim.ours
+    assert "more than 1.1 pt below ps" in claim.ours
+    assert (f"lost: {lost}" if lost else "none lost") in claim.ours
 
 
 def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
@@ -221,6 +259,10 @@ def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
     text = (tmp_path / "paper.md").read_text(encoding="utf-8")
     assert f"Run `{RUN}`: 4 rows, 4 ok, 0 failed" in text and "| a | " in text
     assert "Unfinished run" not in text
+    proc = ralp_bench("paper", "--run", "latest", "--accuracy-run", RUN, "--results", tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"ralp-bench: error: run {RUN} has no accuracy rows; pass a run of sweeps/paper-accuracy.toml to "
+        "--accuracy-run (or leave it out)"]
 
 
 def test_command_publishes_an_unfinished_run_part_way_and_says_so(tmp_path):

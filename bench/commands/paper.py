@@ -5,7 +5,8 @@ Why a command and not a report flag: the document answers the paper's claims one
 committed run, never from "whatever is stored". A sweep of the paper's size runs across sessions, so
 an unfinished run (rows journaled in results/pending/, not yet stored) may be published part-way
 too: the document then says so in its first line, with how many rows it has and how to resume.
-An unknown run id is one line, exit 2. The
+Claim (e), accuracy, is judged from a second run, on real data (--accuracy-run;
+sweeps/paper-accuracy.toml). An unknown run id, or an accuracy run without accuracy rows, is one line, exit 2. The
 Markdown goes to --out (default results/paper.md) with its two PNGs beside it; the path written
 goes to stderr.
 """
@@ -21,6 +22,9 @@ def register(subparsers):
     p.add_argument("--run", required=True, metavar="ID",
                    help="the committed run (full id, unique prefix, 'latest' or 'previous'), or the full id of "
                         "an unfinished one (its journal in <results>/pending/)")
+    p.add_argument("--accuracy-run", default=None, metavar="ID",
+                   help="the committed run on real data that answers claim (e), accuracy (sweeps/paper-accuracy.toml; "
+                        "default: the latest stored run with accuracy rows)")
     p.add_argument("--results", default="results", metavar="DIR", help="result store directory (default: results)")
     p.add_argument("--out", default=None, metavar="FILE", help="where to write it (default: <results>/paper.md)")
     p.set_defaults(func=run)
@@ -32,6 +36,8 @@ def run(args):
     import pandas as pd
 
     from bench import paper_report
+    from bench.errors import UserError
+    from bench.paper_accuracy import accuracy_run
     from bench.results import ResultStore
 
     store = ResultStore(args.results)
@@ -44,7 +50,11 @@ def run(args):
         run_id = store.resolve_run_id(args.run)  # UserError (exit 2) naming the stored runs
         rows = everything[everything["run_id"] == run_id].reset_index(drop=True)
     out = Path(args.out) if args.out else store.root / "paper.md"
-    paper_report.write(rows, run_id, out, accuracy_lines=paper_report.accuracy_lines(everything),
-                       unfinished=unfinished)
+    accuracy_id = store.resolve_run_id(args.accuracy_run) if args.accuracy_run else None
+    accuracy = accuracy_run(everything, accuracy_id)
+    if accuracy_id and not len(accuracy[1]):
+        raise UserError(f"run {accuracy_id} has no accuracy rows; pass a run of sweeps/paper-accuracy.toml "
+                        "to --accuracy-run (or leave it out)")
+    paper_report.write(rows, run_id, out, accuracy=accuracy, unfinished=unfinished)
     print(f"ralp-bench: wrote {out} (run {run_id}{', unfinished' if unfinished else ''})", file=sys.stderr)
     return 0
