@@ -14,7 +14,6 @@ n = 1,000). The verdict: "holds" when no strategy loses; "partly holds" when ral
 but a codec or the hybrid does; "does not hold" when ralp loses; "not measured" without a sync-PS
 row and a ralp row.
 """
-import math
 from typing import Optional, Tuple
 
 from bench.data.bundled import DIGITS_EVAL_SIZE, MNIST_EVAL_SIZE
@@ -22,6 +21,7 @@ from bench.paper_claims import FAILS, HOLDS, PARTLY, Claim, row_name
 from bench.report_format import Table
 from bench.report_summary import PS_LAYOUTS, display_strategies
 from bench.results import coerce_frame
+from bench.stats import binomial_halfwidth
 
 # Held-out images per data set (the shipped files; MNIST from the user's idx files holds out 10,000,
 # for which this tolerance is wider than needed, never narrower).
@@ -44,8 +44,7 @@ def accuracy_run(frame, run_id: Optional[str] = None) -> Tuple[Optional[str], ob
 
 def tolerance(accuracy: float, dataset) -> float:
     """The 95% binomial half-width of a held-out accuracy on ``dataset``'s held-out set."""
-    n = EVAL_IMAGES.get(dataset, min(EVAL_IMAGES.values()))
-    return 1.96 * math.sqrt(max(accuracy * (1 - accuracy), 0.0) / n)
+    return binomial_halfwidth(accuracy, EVAL_IMAGES.get(dataset, min(EVAL_IMAGES.values())))
 
 
 def _medians(rows):

@@ -74,3 +74,10 @@ def test_precise_enough_waits_for_the_minimum_then_the_interval_or_the_cap():
     assert stats.precise_enough(noisy, 10, 0.05, 30.0, 20.0)               # ... but the time cap is reached
     assert stats.relative_halfwidth([1.0, 1.0]) == math.inf
     assert stats.relative_halfwidth([2.0] * 5) == 0.0
+
+
+def test_binomial_halfwidth_is_the_normal_approximation():
+    se = math.sqrt(0.965 * 0.035 / 1000)
+    assert stats.binomial_halfwidth(0.965, 1000) == pytest.approx(1.96 * se, rel=1e-3)
+    assert stats.binomial_halfwidth(0.965, 1000, confidence=0.99) == pytest.approx(2.576 * se, rel=1e-3)
+    assert stats.binomial_halfwidth(1.0, 1000) == 0.0
