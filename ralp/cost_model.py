@@ -58,7 +58,8 @@ Timing: training costs ~3x the forward FLOPs (forward + backward). Without overl
 a step is the sum of its phases (pull, compute, transfers, push, PS work), less what TF's
 dataflow executor overlaps: sync PS streams its FC parameters and gradients around the conv
 compute (``_staged_ps_step``), RALP pushes each tower layer's gradients as its backward
-finishes (``_streamed_push``); each
+finishes (``_streamed_push``), and under both split strategies the PS computes the head's weight
+gradients and update while the workers run the tower's backward (``head_beside_backward``); each
 transfer phase lasts as long as its slowest side (worker link or PS link) plus one
 latency. With ``overlap`` communication is perfectly pipelined with compute and the
 links are full duplex, so the step is the busiest resource (a lower bound).
@@ -245,6 +246,27 @@ def _streamed_push(backward, push, layers):
     return max(finish, backward, push)
 
 
+RETURN_PHASE = "receive activation gradients"  # split strategies: the workers' backward starts after it
+
+
+def _beside_backward(cost: StepCost, breakdown, after: float) -> float:
+    """Seconds of the PS's work that hide behind the workers' ``after`` seconds of backward
+    (ralp/strategy_costs.py ``head_beside_backward``), recorded in the breakdown."""
+    if not cost.ps_beside_backward:
+        return 0.0
+    hidden = min(cost.ps_beside_backward, after)
+    breakdown["ps_beside_backward_s"] = hidden
+    return hidden
+
+
+def _durations_after(phases, breakdown, name) -> float:
+    """Seconds of the phases after the one called ``name`` (0 when there is none)."""
+    names = [ph.name for ph in phases]
+    if name not in names:
+        return 0.0
+    return sum(breakdown[n.replace(" ", "_") + "_s"] for n in names[names.index(name) + 1:])
+
+
 def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
     """A StepCost as a step time (module docstring: Timing, Pipelined micro-batches)."""
     worker_Bps, ps_Bps, lat = hardware.worker_bandwidth / 8, hardware.ps_bandwidth / 8, hardware.latency_s
@@ -280,14 +302,18 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         rest = sum(breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases if not ph.pipelined)
         step = pipelined + rest + worker_compute - cost.pipe_worker + ps_compute - cost.pipe_ps
         breakdown.update(micro_batches=m, pipeline_s=pipelined, pipeline_bound_s=bound)
+        step -= _beside_backward(cost, breakdown, rest + worker_compute - cost.pipe_worker)
     else:
         step = worker_compute + ps_compute + comm
+        after = worker_bwd + _durations_after(phases, breakdown, RETURN_PHASE)  # the workers' work then
         if cost.streamed is not None:  # RALP: the tower's gradients leave during its backward
             name, layers = cost.streamed
             push = breakdown[name.replace(" ", "_") + "_s"]
             both = _streamed_push(worker_bwd, push, layers)
             breakdown["backward_and_push_s"] = both
             step -= worker_bwd + push - both
+            after -= worker_bwd + push - both
+        step -= _beside_backward(cost, breakdown, after)
     busy = {"worker compute": worker_compute, "PS compute": ps_compute,
             "PS link": ps_link_busy, "worker link": worker_link_busy}
     bottleneck = max(BOTTLENECKS, key=lambda name: busy[name])

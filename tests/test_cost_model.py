@@ -164,6 +164,23 @@ def test_ralp_pushes_each_tower_layer_as_its_backward_finishes(link_bits, saved)
     assert two.worker_tx_bytes == one.worker_tx_bytes  # the same bytes, earlier
 
 
+@pytest.mark.parametrize("conv_rate", [1e9, 1e12])
+@pytest.mark.parametrize("strategy", ["ralp", "ralp-hybrid"])
+def test_the_heads_weight_gradients_and_update_run_beside_the_towers_backward(strategy, conv_rate):
+    # Tower: 1e9 FLOPs forward, so 3e9 to train; head: 1e9 forward, 3e9 to train at 3e9 FLOP/s
+    # on the PS (1 s), a third of it weight gradients; its 1e6 parameters' momentum update is 2
+    # passes of 1e-8 s each. Links fast enough not to matter. At 1 GFLOP/s the tower's backward
+    # (2 s) hides all of it; at 1 TFLOP/s (2 ms) only 2 ms of it.
+    profile = two_layer_profile(100_000, 1_000_000, 100, conv_flops=1e9, fc_flops=1e9)
+    hw = Hardware("t", conv_rate, conv_rate, 3e9, 1e15, 1e15, 0.0, pass_s=1e-8)
+    p = predict(profile, strategy, workers=1, batch_size=1, hardware=hw)
+    beside = 1.0 / 3 + 2 * 1_000_000 * 1e-8
+    backward = 2 * 1e9 / conv_rate + (2 * 100_000 * 1e-8 if strategy == "ralp-hybrid" else 0.0)
+    assert p.breakdown["ps_beside_backward_s"] == pytest.approx(min(beside, backward), rel=1e-4)
+    busy = p.breakdown["worker_forward_s"] + p.breakdown["worker_backward_s"] + p.breakdown["ps_compute_s"]
+    assert p.step_time_s == pytest.approx(busy - min(beside, backward), rel=1e-4)
+
+
 def test_compression_scales_gradient_bytes():
     profile = two_layer_profile(1_000_000, 3_000_000, 1000)
     P = profile.params

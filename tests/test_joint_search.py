@@ -129,10 +129,12 @@ def test_sharded_head_ps_bytes_match_hand_formulas(model, S, cut):
 
 # ----------------------------------------------------------------------------- today's hybrid
 
+# The unpipelined figures are the pre-pipeline formula's less the head's weight gradients and
+# update that the PS runs beside the workers' backward (ralp/strategy_costs.py head_beside_backward).
 @pytest.mark.parametrize("model,W,B,bandwidth,overlap,step", [
-    ("vgg_cifar", 4, 32, "1gbit", False, 0.09335412740076433),
+    ("vgg_cifar", 4, 32, "1gbit", False, 0.09335412740076433 - 0.00027849079847133755),
     ("vgg_cifar", 4, 32, "1gbit", True, 0.059573888),
-    ("alexnet_cifar", 3, 16, "100mbit", False, 0.21671085210225052),
+    ("alexnet_cifar", 3, 16, "100mbit", False, 0.21671085210225052 - 0.0001029877931210191),
     ("alexnet_cifar", 3, 16, "100mbit", True, 0.16326618666666665),
 ])
 def test_one_ps_and_one_micro_batch_is_todays_hybrid_exactly(model, W, B, bandwidth, overlap, step):
@@ -140,7 +142,7 @@ def test_one_ps_and_one_micro_batch_is_todays_hybrid_exactly(model, W, B, bandwi
     settings = dict(workers=W, batch_size=B, hardware=hardware, overlap=overlap)
     default = predict(zoo_profile(model), "ralp-hybrid", **settings)
     explicit = predict(zoo_profile(model), "ralp-hybrid", ps=1, micro_batches=1, **settings)
-    assert default.step_time_s == explicit.step_time_s == step
+    assert default.step_time_s == explicit.step_time_s == pytest.approx(step, rel=1e-12)
     assert (default.ps, default.micro_batches) == (1, 1)
 
 
@@ -163,10 +165,15 @@ def test_pipelined_step_is_bottleneck_plus_fill_by_hand():
     r_max = max(tower, head, up_worker, up_ps)            # worker CPU/tx/rx, PS CPU/tx/rx
     steps = {m: predict(profile, "ralp-hybrid", workers=W, batch_size=B, hardware=hw, micro_batches=m)
              for m in (1, 2, 4, 8)}
-    rest = steps[1].step_time_s - t_seq                   # ring, fusion copies, updates: once
+    # What the PS hides behind the workers' backward and ring (head_beside_backward) is added
+    # back: the head's weight gradients and update at m = 1, its update alone at m > 1.
+    hidden = {m: p.breakdown["ps_beside_backward_s"] for m, p in steps.items()}
+    update = 2 * 5_000_000 * hw.pass_seconds(1, 1)
+    assert hidden[1] == pytest.approx(head / 3 + update, rel=1e-9) and hidden[8] == pytest.approx(update, rel=1e-9)
+    rest = steps[1].step_time_s + hidden[1] - t_seq       # ring, fusion copies, updates: once
     assert rest > 0
     for m, p in steps.items():
-        pipelined = p.step_time_s - rest
+        pipelined = p.step_time_s + hidden[m] - rest
         assert pipelined == pytest.approx(r_max + (t_seq - r_max) / m, rel=1e-9)
         assert r_max <= pipelined * (1 + 1e-12) and pipelined <= t_seq * (1 + 1e-12)
         if m > 1:
