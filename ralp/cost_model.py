@@ -56,8 +56,9 @@ RALP's PS does the PS's work for the tower and the update of the head.
 
 Timing: training costs ~3x the forward FLOPs (forward + backward). Without overlap
 a step is the sum of its phases (pull, compute, transfers, push, PS work), less what TF's
-dataflow executor overlaps: sync PS streams its FC parameters and gradients around the conv
-compute (``_staged_ps_step``), RALP pushes each tower layer's gradients as its backward
+dataflow executor overlaps: sync PS (both layouts) streams its FC parameters and gradients around
+the conv compute (``_staged_ps_step``), which also carries the CPU the worker's host spends in
+TensorFlow's transport (``TRANSPORT_PASSES``; colocated, its PS task's share too), RALP pushes each tower layer's gradients as its backward
 finishes (``_streamed_push``), and under both split strategies the PS computes the head's weight
 gradients and update while the workers run the tower's backward (``head_beside_backward``); each
 transfer phase lasts as long as its slowest side (worker link or PS link) plus one
@@ -211,8 +212,10 @@ def _staged_ps_step(durations, stages, fwd, bwd, codec):
     nothing overlaps: its tensors share the link fairly and arrive together (RALP's tower
     is priced the same way: pull, compute, push). Measured on the emulated cluster: the
     unstaged sum was 25-35% above sync PS's step time on FC-heavy models. ``stages`` = (conv share of the parameters, conv share of the FLOPs);
-    ``durations`` = (pull, push) phase times. Returns the worker's busy time up to the
-    last gradient arriving on the PS."""
+    ``durations`` = (pull, push) phase times. ``fwd`` and ``bwd`` include the CPU the worker's
+    host spends in the transport while the pull and the push run (``StepCost.transport``): it
+    shares the host's cores with the compute. Returns the worker's busy time up to the last
+    gradient arriving on the PS."""
     pull, push = durations
     p_conv, f_conv = stages
     fwd_conv, fwd_fc = fwd * f_conv, fwd * (1 - f_conv)
@@ -296,7 +299,10 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         step = max(worker_compute, ps_compute, comm)
     elif cost.stages is not None and len(phases) == 2:
         durations = [breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases]
-        step = _staged_ps_step(durations, cost.stages, worker_fwd, worker_bwd, worker_codec) + ps_compute
+        pull_cpu, push_cpu = cost.transport
+        breakdown.update(transport_pull_cpu_s=pull_cpu, transport_push_cpu_s=push_cpu)
+        step = _staged_ps_step(durations, cost.stages, worker_fwd + pull_cpu, worker_bwd + push_cpu,
+                               worker_codec) + ps_compute
     elif m > 1:
         pipelined, bound = _pipeline(cost, worker_Bps, ps_Bps, lat)
         rest = sum(breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases if not ph.pipelined)

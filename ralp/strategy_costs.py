@@ -18,6 +18,12 @@ TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
 # Memory-bound passes per element (see module docstring).
 UPDATE_PASSES = 2.0       # m = a*m + g; w -= lr*m
 FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
+# TensorFlow's gRPC transport, per float it moves, in passes of the process's CPU: (sending,
+# receiving). Measured with both processes' CPU seconds (utime + stime) around 34 MB variable
+# reads and writes between two TF servers, on loopback and across an emulated 1 Gbit/s link at
+# 0.67 cores per host (2-core VM, TF 2.15, 2026-12-05): the receiver 0.49-0.57 ns per byte, the
+# sender 0.03-0.16, at ~0.58 ns per pass-element: serialisation and socket copies.
+TRANSPORT_PASSES = (1.0, 3.5)
 
 
 @dataclass
@@ -131,6 +137,9 @@ class StepCost:
     ps_codec: float = 0.0
     cut: Optional[str] = None
     stages: Optional[Tuple[float, float]] = None   # sync PS's conv/FC overlap (see _staged_ps_step)
+    # Sync PS: the busiest worker host's CPU seconds in the transport during the pull and the push
+    # (``transport_seconds``); they compete with its compute (see _staged_ps_step).
+    transport: Tuple[float, float] = (0.0, 0.0)
     mean_bytes: Optional[Tuple[float, float]] = None  # colocated PS: the mean host's (tx, rx)
     notes: Dict = field(default_factory=dict)
     # Pipelined micro-batches: m, and how much of the worker's and the PS's compute (already
@@ -153,24 +162,50 @@ def sync_ps_cost(s: Setting) -> StepCost:
         return _colocated_ps_cost(s)
     P, W, S, comp = s.P, s.W, s.S, s.comp
     push = _gradient_bytes(P, comp)
-    cost = StepCost([_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
+    return StepCost([_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
                      _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)],
                     s.train_full / 3, s.train_full * 2 / 3,
                     ps_compute=s.passes(P / S, W + UPDATE_PASSES),  # sum W gradients, then the update
-                    worker_codec=s.on_worker(P, comp, 0), ps_codec=s.on_ps(P * W / S, comp, 1))
+                    worker_codec=s.on_worker(P, comp, 0), ps_codec=s.on_ps(P * W / S, comp, 1),
+                    stages=_stages(s), transport=(transport_seconds(s, received=4.0 * P),
+                                                  transport_seconds(s, sent=push)))
+
+
+def _stages(s: Setting) -> Optional[Tuple[float, float]]:
+    """(share of the parameters, share of the FLOPs) before the FC layers; None without FC layers."""
     first = s.profile.first_dense_cut()
-    if first is not None:  # (share of the parameters, share of the FLOPs) before the FC layers
-        p_conv, _, _, f_conv, _ = s.profile.split_sizes(first)
-        cost.stages = (p_conv / P, f_conv / max(1, s.profile.flops))
-    return cost
+    if first is None:
+        return None
+    p_conv, _, _, f_conv, _ = s.profile.split_sizes(first)
+    return (p_conv / s.P, f_conv / max(1, s.profile.flops))
+
+
+def transport_seconds(s: Setting, sent: float = 0.0, received: float = 0.0, local: float = 0.0) -> float:
+    """CPU seconds a host spends in TensorFlow's transport (``TRANSPORT_PASSES``) for the bytes
+    its processes send and receive, ``local`` bytes going between two of its own processes (both
+    ends paid; they never touch the wire). On an emulated host this is its CPU quota's time."""
+    send, receive = TRANSPORT_PASSES
+    return s.passes((sent + local) / 4.0, send) + s.passes((received + local) / 4.0, receive)
 
 
 def _colocated_ps_cost(s: Setting) -> StepCost:
+    """Sync PS with one PS task beside each worker: the phases of ``_colocated_phases``, staged
+    around the compute as with a dedicated PS (the same executor reads every variable at the
+    step's start and pushes each gradient when it is ready). The busiest host (the largest shard)
+    also runs its PS task's side of the transport on the CPU its worker computes on: serving its
+    shard to the other workers, receiving their gradients, and its own worker's reads and
+    gradients through loopback. Without the staging and that CPU the model was 25-29% above the
+    measured step at 1 Gbit/s (alexnet_cifar, vgg_cifar, 2 and 4 workers, run
+    20261204T232825Z-fc7d7e); with them -7% to +1%."""
     phases, mean_bytes, largest = _colocated_phases(s.profile.variable_sizes, s.W, s.comp)
+    P, W, comp = s.P, s.W, s.comp
+    pull = transport_seconds(s, sent=4.0 * (W - 1) * largest, received=4.0 * (P - largest), local=4.0 * largest)
+    push = transport_seconds(s, sent=_gradient_bytes(P - largest, comp),
+                             received=(W - 1) * _gradient_bytes(largest, comp), local=_gradient_bytes(largest, comp))
     return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
                     ps_compute=s.passes(largest, s.W + UPDATE_PASSES),  # the largest shard's sums and update
                     worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(largest * s.W, s.comp, 1),
-                    mean_bytes=mean_bytes)
+                    mean_bytes=mean_bytes, stages=_stages(s), transport=(pull, push))
 
 
 def _colocated_phases(sizes, W, comp):

@@ -284,6 +284,28 @@ def test_ps_link_rate_and_latency_reach_the_analyzer():
     assert fast_ps.step_time_s < slow_ps.step_time_s
 
 
+def test_the_transport_costs_the_busiest_colocated_host_cpu_beside_its_compute():
+    # Two hosts; the FC matrix (3e6 floats) is host 1's shard, the conv one (1e6) host 0's.
+    # Host 1 in the pull: serves 12 MB to worker 0, reads 4 MB from host 0 and its own 12 MB
+    # through loopback (both ends on its CPU); in the push it sends worker 1's 4 MB of conv
+    # gradients and receives worker 0's 12 MB of FC ones, its own 12 MB again through loopback.
+    # At 1 ns per pass a sent float costs 1 pass, a received one 3.5 (TRANSPORT_PASSES).
+    profile = two_layer_profile(1_000_000, 3_000_000, 1000, conv_flops=1e9, fc_flops=0)
+    hw = Hardware("t", 1e12, 1e12, 1e12, 1e15, 1e15, 0.0, pass_s=1e-9)
+    p = predict(profile, "ps", workers=2, batch_size=1, hardware=hw, ps_placement="colocated")
+    pull = (3e6 + 3e6) * 1.0e-9 + (1e6 + 3e6) * 3.5e-9
+    push = (1e6 + 3e6) * 1.0e-9 + (3e6 + 3e6) * 3.5e-9
+    assert p.breakdown["transport_pull_cpu_s"] == pytest.approx(pull)
+    assert p.breakdown["transport_push_cpu_s"] == pytest.approx(push)
+    # links free, all FLOPs in the conv layer: forward 1 ms and backward 2 ms, each with the
+    # transport's CPU of its phase, then the largest shard's sum of 2 gradients and its update
+    assert p.step_time_s == pytest.approx(1e-3 + pull + 2e-3 + push + 3e6 * (2 + 2) * 1e-9, rel=1e-4)
+    # a dedicated PS's worker pays only its own reads and pushes: 4e6 floats each way
+    d = predict(profile, "ps", workers=2, batch_size=1, hardware=hw)
+    assert (d.breakdown["transport_pull_cpu_s"], d.breakdown["transport_push_cpu_s"]) == pytest.approx(
+        (4e6 * 3.5e-9, 4e6 * 1.0e-9))
+
+
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_colocated_ps_moves_ring_sized_bytes_per_host_and_times_the_busiest_host(workers):
     """One PS task per worker host (tf_cnn_benchmarks' layout): summed over hosts, 8(W-1)P bytes
