@@ -194,9 +194,11 @@ def _colocated_ps_cost(s: Setting) -> StepCost:
     step's start and pushes each gradient when it is ready). The busiest host (the largest shard)
     also runs its PS task's side of the transport on the CPU its worker computes on: serving its
     shard to the other workers, receiving their gradients, and its own worker's reads and
-    gradients through loopback. Without the staging and that CPU the model was 25-29% above the
-    measured step at 1 Gbit/s (alexnet_cifar, vgg_cifar, 2 and 4 workers, run
-    20261204T232825Z-fc7d7e); with them -7% to +1%."""
+    gradients through loopback. Without the staging and that CPU the predicted step was 25-29%
+    longer than the measured one at 1 Gbit/s (alexnet_cifar, vgg_cifar, 2 and 4 workers, run
+    20261204T232825Z-fc7d7e); with them -7% to +1%. Not explained yet: where the links bound the
+    step (87 Mbit/s) the measured step is 1.2-1.3x the prediction, while the same transfers alone
+    over gRPC reach 94-95% of line rate."""
     phases, mean_bytes, largest = _colocated_phases(s.profile.variable_sizes, s.W, s.comp)
     P, W, comp = s.P, s.W, s.comp
     pull = transport_seconds(s, sent=4.0 * (W - 1) * largest, received=4.0 * (P - largest), local=4.0 * largest)
@@ -296,10 +298,11 @@ def head_beside_backward(s: Setting, head_train: float, p_head: float, shards: i
     training FLOPs: forward, input gradients, weight gradients) and its momentum update. In the
     one TensorFlow graph of a step (ralp/placement.py, ralp/hybrid.py) they depend only on the
     head's upstream gradient, so the PS runs them while the activation gradients travel back
-    and the workers run the tower's backward. Measured on the emulated cluster: without this the
-    model over-predicted RALP's step in every compute-bound cell (alexnet_cifar +22%, lenet_mnist
-    +11% at 1 Gbit/s; runs 20261204T232825Z-fc7d7e, 20261204T215937Z-80a7b0) and the hybrid's
-    (+19%, +15%); with it, -5% to +13% there, and every cell of the paper run stays within +-20%.
+    and the workers run the tower's backward. Measured on the emulated cluster (prediction over
+    measurement - 1): without this RALP's step was over-predicted in every compute-bound cell
+    (alexnet_cifar +22%, lenet_mnist +11% at 1 Gbit/s; runs 20261204T232825Z-fc7d7e,
+    20261204T215937Z-80a7b0) and the hybrid's (+19%, +15%); with it -5% to +13% there, and every
+    cell of the paper run stays within +-20%.
     ``shards``: the PS tasks the head is split over (each does 1/shards of it). With pipelined
     micro-batches (m > 1) the weight gradients stay inside the pipeline; the update, once after
     it, runs beside the workers' ring."""
