@@ -58,12 +58,13 @@ Timing: training costs ~3x the forward FLOPs (forward + backward). Without overl
 a step is the sum of its phases (pull, compute, transfers, push, PS work), less what TF's
 dataflow executor overlaps: sync PS (both layouts) streams its FC parameters and gradients around
 the conv compute (``_staged_ps_step``), which also carries the CPU the worker's host spends in
-TensorFlow's transport (``TRANSPORT_PASSES``; colocated, its PS task's share too), RALP pushes each tower layer's gradients as its backward
-finishes (``_streamed_push``), and under both split strategies the PS computes the head's weight
-gradients and update while the workers run the tower's backward (``head_beside_backward``); each
-transfer phase lasts as long as its slowest side (worker link or PS link) plus one
-latency. With ``overlap`` communication is perfectly pipelined with compute and the
-links are full duplex, so the step is the busiest resource (a lower bound).
+TensorFlow's transport (``TRANSPORT_PASSES``; colocated, its PS task's share too); RALP pushes
+each tower layer's gradients as its backward finishes (``_streamed_push``); and under both split
+strategies the PS computes the head's weight gradients and update while the workers run the
+tower's backward (``head_beside_backward``). Each transfer phase lasts as long as its slowest
+side (worker link or PS link) plus one latency. With ``overlap`` communication is perfectly
+pipelined with compute and the links are full duplex, so the step is the busiest resource (a
+lower bound).
 
 Pipelined micro-batches (``micro_batches=m``, the hybrid only, m dividing B): each worker's
 batch goes through the tower forward, the activations' trip up, the head's forward and

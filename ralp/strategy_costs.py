@@ -197,7 +197,7 @@ def _colocated_ps_cost(s: Setting) -> StepCost:
     gradients through loopback. Without the staging and that CPU the predicted step was 25-29%
     longer than the measured one at 1 Gbit/s (alexnet_cifar, vgg_cifar, 2 and 4 workers, run
     20261204T232825Z-fc7d7e); with them -7% to +1%. Not explained yet: where the links bound the
-    step (87 Mbit/s) the measured step is 1.2-1.3x the prediction, while the same transfers alone
+    step (50-87 Mbit/s) the measured step is 1.1-1.3x the prediction, while the same transfers alone
     over gRPC reach 94-95% of line rate."""
     phases, mean_bytes, largest = _colocated_phases(s.profile.variable_sizes, s.W, s.comp)
     P, W, comp = s.P, s.W, s.comp
