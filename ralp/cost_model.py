@@ -250,6 +250,11 @@ def _streamed_push(backward, push, layers):
     return max(finish, backward, push)
 
 
+def _key(phase_name: str) -> str:
+    """A phase's seconds in ``Prediction.breakdown``: 'push gradients' -> 'push_gradients_s'."""
+    return phase_name.replace(" ", "_") + "_s"
+
+
 RETURN_PHASE = "receive activation gradients"  # split strategies: the workers' backward starts after it
 
 
@@ -268,7 +273,7 @@ def _durations_after(phases, breakdown, name) -> float:
     names = [ph.name for ph in phases]
     if name not in names:
         return 0.0
-    return sum(breakdown[n.replace(" ", "_") + "_s"] for n in names[names.index(name) + 1:])
+    return sum(breakdown[_key(n)] for n in names[names.index(name) + 1:])
 
 
 def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
@@ -285,7 +290,7 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         worker_side = max(ph.worker_tx, ph.worker_rx) / worker_Bps
         ps_side = max(ph.ps_tx, ph.ps_rx) / ps_Bps
         duration = max(worker_side, ps_side) + ph.latency_hops * lat * (m if ph.pipelined else 1)
-        breakdown[ph.name.replace(" ", "_") + "_s"] = duration
+        breakdown[_key(ph.name)] = duration
         comm += duration
         worker_link_busy += worker_side
         ps_link_busy += ps_side
@@ -299,14 +304,14 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         comm = max(worker_link_busy, ps_link_busy) + latency
         step = max(worker_compute, ps_compute, comm)
     elif cost.stages is not None and len(phases) == 2:
-        durations = [breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases]
+        durations = [breakdown[_key(ph.name)] for ph in phases]
         pull_cpu, push_cpu = cost.transport
         breakdown.update(transport_pull_cpu_s=pull_cpu, transport_push_cpu_s=push_cpu)
         step = _staged_ps_step(durations, cost.stages, worker_fwd + pull_cpu, worker_bwd + push_cpu,
                                worker_codec) + ps_compute
     elif m > 1:
         pipelined, bound = _pipeline(cost, worker_Bps, ps_Bps, lat)
-        rest = sum(breakdown[ph.name.replace(" ", "_") + "_s"] for ph in phases if not ph.pipelined)
+        rest = sum(breakdown[_key(ph.name)] for ph in phases if not ph.pipelined)
         step = pipelined + rest + worker_compute - cost.pipe_worker + ps_compute - cost.pipe_ps
         breakdown.update(micro_batches=m, pipeline_s=pipelined, pipeline_bound_s=bound)
         step -= _beside_backward(cost, breakdown, rest + worker_compute - cost.pipe_worker)
@@ -315,7 +320,7 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         after = worker_bwd + _durations_after(phases, breakdown, RETURN_PHASE)  # the workers' work then
         if cost.streamed is not None:  # RALP: the tower's gradients leave during its backward
             name, layers = cost.streamed
-            push = breakdown[name.replace(" ", "_") + "_s"]
+            push = breakdown[_key(name)]
             both = _streamed_push(worker_bwd, push, layers)
             breakdown["backward_and_push_s"] = both
             step -= worker_bwd + push - both
