@@ -56,10 +56,12 @@ RALP's PS does the PS's work for the tower and the update of the head.
 
 Timing: training costs ~3x the forward FLOPs (forward + backward). Without overlap
 a step is the sum of its phases (pull, compute, transfers, push, PS work), less what TF's
-dataflow executor overlaps: sync PS (both layouts) streams its FC parameters and gradients around
-the conv compute (``_staged_ps_step``), which also carries the CPU the worker's host spends in
-TensorFlow's transport (``TRANSPORT_PASSES``; colocated, its PS task's share too); RALP pushes
-each tower layer's gradients as its backward finishes (``_streamed_push``); and under both split
+dataflow executor overlaps: sync PS (both layouts) streams its FC parameters around the conv
+forward and pushes each layer's gradients as its backward finishes (``_staged_ps_step``), which
+also carries the CPU the worker's host spends in TensorFlow's transport (``TRANSPORT_PASSES``;
+colocated, its PS task's share too, and the busiest host's push sharing the link with the pulls
+it serves: ralp/colocated_ps_cost.py); RALP pushes each tower layer's gradients the same way
+(``_streamed_push``); and under both split
 strategies the PS computes the head's weight gradients and update while the workers run the
 tower's backward (``head_beside_backward``). Each transfer phase lasts as long as its slowest
 side (worker link or PS link) plus one latency. With ``overlap`` communication is perfectly
@@ -204,27 +206,30 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     return prediction
 
 
-def _staged_ps_step(durations, stages, fwd, bwd, codec):
+def _staged_ps_step(durations, stages, fwd, bwd, codec, layers=None):
     """Sync PS step with the overlap TensorFlow's executor gives it: every parameter pull
     starts with the step, as concurrent RPCs sharing the link, so the conv parameters (few
     and small beside the FC matrices) arrive early and the conv layers' forward runs while
-    the FC weights are still coming; in the backward pass the FC gradients are ready first
-    and are pushed while the conv layers' gradients are computed. Within the conv tower
-    nothing overlaps: its tensors share the link fairly and arrive together (RALP's tower
-    is priced the same way: pull, compute, push). Measured on the emulated cluster: the
-    unstaged sum was 25-35% above sync PS's step time on FC-heavy models. ``stages`` = (conv share of the parameters, conv share of the FLOPs);
-    ``durations`` = (pull, push) phase times. ``fwd`` and ``bwd`` include the CPU the worker's
-    host spends in the transport while the pull and the push run (``StepCost.transport``): it
-    shares the host's cores with the compute. Returns the worker's busy time up to the last
-    gradient arriving on the PS."""
+    the FC weights are still coming; in the backward pass every layer's gradients leave as its
+    backward finishes (``_streamed_push`` over ``layers``, the model's layers in forward order:
+    the FC ones first, then the conv layers last to first, as RALP's tower). The pull does not
+    stream within the conv tower: its reads share the link fairly and arrive together. Measured
+    on the emulated cluster: the unstaged sum was 25-35% above sync PS's step time on FC-heavy
+    models; pushing the conv gradients only after the whole backward over-predicted
+    resnet_cifar's sync PS step by up to 24% (runs 20261204T232825Z-fc7d7e, 20261205T002747Z-c379c0;
+    streamed: -11% to +8%). ``stages`` = (conv share of the parameters, conv share of the
+    FLOPs); ``durations`` = (pull, push) phase times; ``layers`` None: the conv block and the
+    FC block as two layers. ``fwd`` and ``bwd`` include the CPU the worker's host spends in the
+    transport while the pull and the push run (``StepCost.transport``): it shares the host's
+    cores with the compute. Returns the worker's busy time up to the last gradient arriving on
+    the PS."""
     pull, push = durations
     p_conv, f_conv = stages
     fwd_conv, fwd_fc = fwd * f_conv, fwd * (1 - f_conv)
-    bwd_conv, bwd_fc = bwd * f_conv, bwd * (1 - f_conv)
     forward_done = max(pull, pull * p_conv + fwd_conv) + fwd_fc
-    fc_pushed = forward_done + bwd_fc + push * (1 - p_conv)
-    conv_ready = forward_done + bwd_fc + bwd_conv + codec
-    return max(fc_pushed, conv_ready) + push * p_conv
+    if layers is None:
+        layers = ((f_conv, p_conv), (1 - f_conv, 1 - p_conv))
+    return forward_done + _streamed_push(bwd + codec, push, layers)
 
 
 def _streamed_push(backward, push, layers):
@@ -308,7 +313,7 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         pull_cpu, push_cpu = cost.transport
         breakdown.update(transport_pull_cpu_s=pull_cpu, transport_push_cpu_s=push_cpu)
         step = _staged_ps_step(durations, cost.stages, worker_fwd + pull_cpu, worker_bwd + push_cpu,
-                               worker_codec) + ps_compute
+                               worker_codec, cost.streamed[1] if cost.streamed else None) + ps_compute
     elif m > 1:
         pipelined, bound = _pipeline(cost, worker_Bps, ps_Bps, lat)
         rest = sum(breakdown[_key(ph.name)] for ph in phases if not ph.pipelined)

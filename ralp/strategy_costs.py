@@ -159,7 +159,8 @@ class StepCost:
 def sync_ps_cost(s: Setting) -> StepCost:
     """Sync PS: every worker pulls all parameters and pushes all gradients."""
     if s.ps_placement == "colocated":
-        return _colocated_ps_cost(s)
+        from ralp.colocated_ps_cost import colocated_ps_cost  # it builds on this module's pieces
+        return colocated_ps_cost(s)
     P, W, S, comp = s.P, s.W, s.S, s.comp
     push = _gradient_bytes(P, comp)
     return StepCost([_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
@@ -168,7 +169,8 @@ def sync_ps_cost(s: Setting) -> StepCost:
                     ps_compute=s.passes(P / S, W + UPDATE_PASSES),  # sum W gradients, then the update
                     worker_codec=s.on_worker(P, comp, 0), ps_codec=s.on_ps(P * W / S, comp, 1),
                     stages=_stages(s), transport=(transport_seconds(s, received=4.0 * P),
-                                                  transport_seconds(s, sent=push)))
+                                                  transport_seconds(s, sent=push)),
+                    streamed=("push gradients", tower_layers(s.profile, None)))
 
 
 def _stages(s: Setting) -> Optional[Tuple[float, float]]:
@@ -186,49 +188,6 @@ def transport_seconds(s: Setting, sent: float = 0.0, received: float = 0.0, loca
     ends paid; they never touch the wire). On an emulated host this is its CPU quota's time."""
     send, receive = TRANSPORT_PASSES
     return s.passes((sent + local) / 4.0, send) + s.passes((received + local) / 4.0, receive)
-
-
-def _colocated_ps_cost(s: Setting) -> StepCost:
-    """Sync PS with one PS task beside each worker: the phases of ``_colocated_phases``, staged
-    around the compute as with a dedicated PS (the same executor reads every variable at the
-    step's start and pushes each gradient when it is ready). The busiest host (the largest shard)
-    also runs its PS task's side of the transport on the CPU its worker computes on: serving its
-    shard to the other workers, receiving their gradients, and its own worker's reads and
-    gradients through loopback. Without the staging and that CPU the predicted step was 25-29%
-    longer than the measured one at 1 Gbit/s (alexnet_cifar, vgg_cifar, 2 and 4 workers, run
-    20261204T232825Z-fc7d7e); with them -7% to +1%. Not explained yet: where the links bound the
-    step (50-87 Mbit/s) the measured step is 1.1-1.3x the prediction, while the same transfers alone
-    over gRPC reach 94-95% of line rate."""
-    phases, mean_bytes, largest = _colocated_phases(s.profile.variable_sizes, s.W, s.comp)
-    P, W, comp = s.P, s.W, s.comp
-    pull = transport_seconds(s, sent=4.0 * (W - 1) * largest, received=4.0 * (P - largest), local=4.0 * largest)
-    push = transport_seconds(s, sent=_gradient_bytes(P - largest, comp),
-                             received=(W - 1) * _gradient_bytes(largest, comp), local=_gradient_bytes(largest, comp))
-    return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
-                    ps_compute=s.passes(largest, s.W + UPDATE_PASSES),  # the largest shard's sums and update
-                    worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(largest * s.W, s.comp, 1),
-                    mean_bytes=mean_bytes, stages=_stages(s), transport=(pull, push))
-
-
-def _colocated_phases(sizes, W, comp):
-    """Pull and push phases of sync PS with one PS task on each of W worker hosts.
-
-    Host i holds shard P_i: it pulls the other shards (4(P - P_i)) while serving its own to
-    the W-1 other workers (4(W-1)P_i), then pushes the other shards' gradients while
-    receiving W-1 gradients of its own. Both happen on its one full-duplex link, so each
-    phase lasts as long as the busiest direction of the busiest host: the phase carries
-    the per-direction maxima. Returns (phases, mean (tx, rx) per host, largest shard)."""
-    from ralp.sharding import shard_loads
-
-    shards = shard_loads(sizes, W)
-    P = float(sum(shards))
-    pull = [(4.0 * (W - 1) * p, 4.0 * (P - p)) for p in shards]
-    push = [(_gradient_bytes(P - p, comp), (W - 1) * _gradient_bytes(p, comp)) for p in shards]
-    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull), worker_rx=max(r for _, r in pull)),
-              _Phase("push gradients", worker_tx=max(t for t, _ in push), worker_rx=max(r for _, r in push))]
-    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / W
-    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / W
-    return phases, (mean_tx, mean_rx), max(shards)
 
 
 def ring_allreduce_cost(s: Setting) -> StepCost:
@@ -310,12 +269,13 @@ def head_beside_backward(s: Setting, head_train: float, p_head: float, shards: i
     return update if s.micro_batches > 1 else head_train / 3 / shards + update
 
 
-def tower_layers(profile, cut: str) -> Tuple[Tuple[float, float], ...]:
-    """The tower's layers in forward order as (share of its FLOPs, share of its parameters):
-    when each layer's gradients are ready in the backward pass, and how much of the push they are.
-    A tower whose layers have no FLOPs or no parameters counts as one layer (nothing streams)."""
-    tower = profile.tower_layers(cut)
-    layers = [(float(l.flops), float(l.params)) for l in profile.layers if l.name in tower]
+def tower_layers(profile, cut: Optional[str]) -> Tuple[Tuple[float, float], ...]:
+    """The tower's layers (every layer when ``cut`` is None) in forward order as (share of their
+    FLOPs, share of their parameters): when each layer's gradients are ready in the backward pass,
+    and how much of the push they are. Layers with no FLOPs or no parameters in all count as one
+    layer (nothing streams)."""
+    tower = profile.tower_layers(cut) if cut is not None else None
+    layers = [(float(l.flops), float(l.params)) for l in profile.layers if tower is None or l.name in tower]
     flops, params = sum(f for f, _ in layers), sum(p for _, p in layers)
     if flops <= 0 or params <= 0:
         return ((1.0, 1.0),)

@@ -164,6 +164,24 @@ def test_ralp_pushes_each_tower_layer_as_its_backward_finishes(link_bits, saved)
     assert two.worker_tx_bytes == one.worker_tx_bytes  # the same bytes, earlier
 
 
+def test_sync_ps_pushes_each_layers_gradients_as_its_backward_finishes():
+    # The tower of the RALP test above under a dedicated sync PS, with a parameter-less FC layer:
+    # at 8 Mbit/s the conv gradients (1 MB) take 1 s; conv2's 0.9 MB leave from 1 s into the 2 s
+    # backward, conv1's 0.1 MB at 2 s: 2.1 s from the backward's start, not 2 + 1 = 3 s.
+    def model(*convs):
+        layers = [LayerProfile(name, "Conv2D", p, p, int(f), 100, False, 0) for name, p, f in convs]
+        layers.append(LayerProfile("fc", "Dense", 0, 0, 0, 10, True, 0))
+        names = frozenset(name for name, _, _ in convs)
+        return ModelProfile("t", (1,), layers, [convs[-1][0]], _tower_layers={convs[-1][0]: names})
+
+    hw = Hardware("link", 2e9, 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
+    two = predict(model(("conv1", 25_000, 1e9), ("conv2", 225_000, 1e9)), "ps", workers=1, batch_size=1, hardware=hw)
+    one = predict(model(("conv2", 250_000, 2e9)), "ps", workers=1, batch_size=1, hardware=hw)
+    # pull 1 s, then the forward (1 s); the backward and the push as above
+    assert one.step_time_s == pytest.approx(1.0 + 1.0 + 3.0, rel=1e-6)
+    assert two.step_time_s == pytest.approx(1.0 + 1.0 + 2.1, rel=1e-6)
+
+
 @pytest.mark.parametrize("conv_rate", [1e9, 1e12])
 @pytest.mark.parametrize("strategy", ["ralp", "ralp-hybrid"])
 def test_the_heads_weight_gradients_and_update_run_beside_the_towers_backward(strategy, conv_rate):
@@ -306,6 +324,22 @@ def test_the_transport_costs_the_busiest_colocated_host_cpu_beside_its_compute()
         (4e6 * 3.5e-9, 4e6 * 1.0e-9))
 
 
+@pytest.mark.parametrize("train_s,pull_s", [(0.0, 4.0), (4.5, 3.5), (6.0, 3.0)])
+def test_the_busiest_colocated_hosts_push_shares_the_link_with_the_pulls_it_serves(train_s, pull_s):
+    # Two hosts on 1 MB/s links: host 1 holds the FC matrix (3 MB), host 0 the conv one (1 MB).
+    # Host 1 serves its 3 MB to worker 0 (3 s); worker 1 reads the conv shard in 1 s, runs its
+    # forward (a third of the training step; the FC layers have no FLOPs, so their backward takes
+    # none) and pushes its 1 MB of conv gradients out on the link still serving the FC matrix,
+    # which carries both from then on: the last parameter leaves when 3 MB + what the push sent
+    # meanwhile have. No compute: the push starts at 1 s with 2 MB left, all of its 1 MB shares
+    # (4 s). 4.5 s of training: it starts at 2.5 s with 0.5 MB left (3.5 s). 6 s: at 3 s, after.
+    profile = two_layer_profile(250_000, 750_000, 100, conv_flops=1e9, fc_flops=0)
+    hw = Hardware("t", 3e9 / max(train_s, 1e-30), 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
+    p = predict(profile, "ps", workers=2, batch_size=1, hardware=hw, ps_placement="colocated")
+    assert p.breakdown["pull_parameters_s"] == pytest.approx(pull_s, rel=1e-6)
+    assert p.worker_bytes == pytest.approx(8e6)  # the bytes on the wire stay 8(W-1)P/W per host
+
+
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_colocated_ps_moves_ring_sized_bytes_per_host_and_times_the_busiest_host(workers):
     """One PS task per worker host (tf_cnn_benchmarks' layout): summed over hosts, 8(W-1)P bytes
@@ -319,7 +353,11 @@ def test_colocated_ps_moves_ring_sized_bytes_per_host_and_times_the_busiest_host
     assert colocated.worker_bytes == pytest.approx(16 * (workers - 1) * P / workers)
     assert colocated.ps_tx_bytes == colocated.ps_rx_bytes == 0
     shards = [p_conv, p_fc] + [0] * (workers - 2) if workers > 1 else [P]
-    pull = max(max(4 * (workers - 1) * s for s in shards), max(4 * (P - s) for s in shards))
+    # Compute takes no time, so the FC host's worker pushes its 4P_conv of gradients right after
+    # pulling the conv shard, on the link still serving the FC matrix (see the next test).
+    own_push = 4 * (P - max(shards))
+    shared = min(max(0, 4 * (workers - 1) * max(shards) - own_push), own_push)
+    pull = max(max(4 * (workers - 1) * s for s in shards) + shared, max(4 * (P - s) for s in shards))
     assert colocated.breakdown["pull_parameters_s"] == pytest.approx(pull / (FAST.worker_bandwidth / 8))
     if workers > 2:  # the dedicated PS link carries 4PW each way; colocated spreads it
         assert colocated.step_time_s < dedicated.step_time_s

@@ -1,0 +1,76 @@
+"""Sync PS in tf_cnn_benchmarks' layout: one PS task beside each worker (``ps_placement="colocated"``).
+
+Why a module of its own: this layout's step is set by its busiest host, which serves its shard,
+pulls the others, computes and pushes on one link and one CPU quota, and each of those needs
+its own term (bytes per direction, the transport's CPU, the push that overlaps the others'
+pulls). It prices a ``Setting`` into a ``StepCost`` like every function in
+ralp/strategy_costs.py, from whose pieces it is built.
+"""
+from ralp.sharding import shard_loads
+from ralp.strategy_costs import (UPDATE_PASSES, Setting, StepCost, _gradient_bytes, _Phase, _stages,
+                                 tower_layers, transport_seconds)
+
+
+def colocated_ps_cost(s: Setting) -> StepCost:
+    """Sync PS with one PS task beside each worker: the phases of ``colocated_phases``, staged
+    around the compute as with a dedicated PS (the same executor reads every variable at the
+    step's start and pushes each gradient when it is ready). The busiest host (the largest shard)
+    also runs its PS task's side of the transport on the CPU its worker computes on: serving its
+    shard to the other workers, receiving their gradients, and its own worker's reads and
+    gradients through loopback. Without the staging and that CPU the predicted step was 25-29%
+    longer than the measured one at 1 Gbit/s (alexnet_cifar, vgg_cifar, 2 and 4 workers, run
+    20261204T232825Z-fc7d7e); with them -7% to +1%. Where the links bound the step (50-87 Mbit/s)
+    the measured step was still 1.13-1.32x the prediction (run 20261205T002747Z-c379c0), while the
+    same transfers alone over gRPC reach 94-95% of line rate: the busiest host's own push shares
+    its link with the pulls it serves (``_pushed_during_pull``). With that term the two runs'
+    alexnet_cifar and vgg_cifar colocated cells are predicted within -11% to +5% of the measured
+    step."""
+    phases, mean_bytes, largest = colocated_phases(s.profile.variable_sizes, s.W, s.comp)
+    P, W, comp = s.P, s.W, s.comp
+    phases[0].worker_tx += _pushed_during_pull(s, largest)
+    pull = transport_seconds(s, sent=4.0 * (W - 1) * largest, received=4.0 * (P - largest), local=4.0 * largest)
+    push = transport_seconds(s, sent=_gradient_bytes(P - largest, comp),
+                             received=(W - 1) * _gradient_bytes(largest, comp), local=_gradient_bytes(largest, comp))
+    return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
+                    ps_compute=s.passes(largest, s.W + UPDATE_PASSES),  # the largest shard's sums and update
+                    worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(largest * s.W, s.comp, 1),
+                    mean_bytes=mean_bytes, stages=_stages(s), transport=(pull, push),
+                    streamed=("push gradients", tower_layers(s.profile, None)))
+
+
+def _pushed_during_pull(s: Setting, largest: float) -> float:
+    """Bytes the busiest host's own worker pushes while that host still serves its shard.
+
+    The host with the largest shard pulls little (its shard is local), so its worker is
+    computing, and then pushing gradients for the other shards, while the other workers are
+    still pulling that shard through the same outgoing link. Its push and their pulls share
+    the link direction from then on, so the last parameter arrives later by what the push sent
+    meanwhile: min(pull bytes left when the push starts, push bytes). The push starts after
+    the worker's own pull, its forward and the backward of the FC layers (whose gradients are
+    ready first)."""
+    P, W = s.P, s.W
+    rate = s.hardware.worker_bandwidth / 8.0
+    serve = 4.0 * (W - 1) * largest
+    stages = _stages(s)
+    fc_flops = 1.0 - stages[1] if stages else 0.0
+    start = 4.0 * (P - largest) / rate + s.train_full / 3 + s.train_full * 2 / 3 * fc_flops
+    return min(max(0.0, serve - rate * start), _gradient_bytes(P - largest, s.comp))
+
+
+def colocated_phases(sizes, W, comp):
+    """Pull and push phases of sync PS with one PS task on each of W worker hosts.
+
+    Host i holds shard P_i: it pulls the other shards (4(P - P_i)) while serving its own to
+    the W-1 other workers (4(W-1)P_i), then pushes the other shards' gradients while
+    receiving W-1 gradients of its own. Both happen on its one full-duplex link, so each
+    phase lasts as long as the busiest direction of the busiest host: the phase carries
+    the per-direction maxima. Returns (phases, mean (tx, rx) per host, largest shard)."""
+    shards = shard_loads(sizes, W)
+    P = float(sum(shards))
+    pull = [(4.0 * (W - 1) * p, 4.0 * (P - p)) for p in shards]
+    push = [(_gradient_bytes(P - p, comp), (W - 1) * _gradient_bytes(p, comp)) for p in shards]
+    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull), worker_rx=max(r for _, r in pull)),
+              _Phase("push gradients", worker_tx=max(t for t, _ in push), worker_rx=max(r for _, r in push))]
+    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / W
+    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / W
+    return phases, (mean_tx, mean_rx), max(shards)
