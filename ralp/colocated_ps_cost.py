@@ -22,9 +22,9 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     20261204T232825Z-fc7d7e); with them -7% to +1%. Where the links bound the step (50-87 Mbit/s)
     the measured step was still 1.13-1.32x the prediction (run 20261205T002747Z-c379c0), while the
     same transfers alone over gRPC reach 94-95% of line rate: the busiest host's own push shares
-    its link with the pulls it serves (``_pushed_during_pull``). With that term the two runs'
-    alexnet_cifar and vgg_cifar colocated cells are predicted within -11% to +5% of the measured
-    step."""
+    its link with the pulls it serves (``_pushed_during_pull``). With that term every colocated
+    cell of alexnet_cifar and vgg_cifar in both runs is predicted within 12% of the measured step,
+    as in run 20261205T033401Z-34671f, measured afresh to check it (sweeps/ps-model-check.toml)."""
     phases, mean_bytes, largest = colocated_phases(s.profile.variable_sizes, s.W, s.comp)
     P, W, comp = s.P, s.W, s.comp
     phases[0].worker_tx += _pushed_during_pull(s, largest)
