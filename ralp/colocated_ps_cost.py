@@ -26,19 +26,19 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     cell of alexnet_cifar and vgg_cifar in both runs is predicted within 12% of the measured step,
     as in run 20261205T033401Z-34671f, measured afresh to check it (sweeps/ps-model-check.toml)."""
     phases, mean_bytes, largest = colocated_phases(s.profile.variable_sizes, s.W, s.comp)
-    P, W, comp = s.P, s.W, s.comp
-    phases[0].worker_tx += _pushed_during_pull(s, largest)
+    P, W, comp, stages = s.P, s.W, s.comp, _stages(s)
+    phases[0].worker_tx += _pushed_during_pull(s, largest, stages)
     pull = transport_seconds(s, sent=4.0 * (W - 1) * largest, received=4.0 * (P - largest), local=4.0 * largest)
     push = transport_seconds(s, sent=_gradient_bytes(P - largest, comp),
                              received=(W - 1) * _gradient_bytes(largest, comp), local=_gradient_bytes(largest, comp))
     return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
                     ps_compute=s.passes(largest, s.W + UPDATE_PASSES),  # the largest shard's sums and update
                     worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(largest * s.W, s.comp, 1),
-                    mean_bytes=mean_bytes, stages=_stages(s), transport=(pull, push),
+                    mean_bytes=mean_bytes, stages=stages, transport=(pull, push),
                     streamed=("push gradients", tower_layers(s.profile, None)))
 
 
-def _pushed_during_pull(s: Setting, largest: float) -> float:
+def _pushed_during_pull(s: Setting, largest: float, stages) -> float:
     """Bytes the busiest host's own worker pushes while that host still serves its shard.
 
     The host with the largest shard pulls little (its shard is local), so its worker is
@@ -47,11 +47,10 @@ def _pushed_during_pull(s: Setting, largest: float) -> float:
     the link direction from then on, so the last parameter arrives later by what the push sent
     meanwhile: min(pull bytes left when the push starts, push bytes). The push starts after
     the worker's own pull, its forward and the backward of the FC layers (whose gradients are
-    ready first)."""
+    ready first). ``stages``: ``_stages(s)``."""
     P, W = s.P, s.W
     rate = s.hardware.worker_bandwidth / 8.0
     serve = 4.0 * (W - 1) * largest
-    stages = _stages(s)
     fc_flops = 1.0 - stages[1] if stages else 0.0
     start = 4.0 * (P - largest) / rate + s.train_full / 3 + s.train_full * 2 / 3 * fc_flops
     return min(max(0.0, serve - rate * start), _gradient_bytes(P - largest, s.comp))
