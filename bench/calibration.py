@@ -1,13 +1,20 @@
 """Calibration under an emulated host's CPU quota: this machine's throughput, and a model's own step.
 
+The one owner of the calibration cache and of every measurement of this machine: ``run``'s
+predictions (bench/planning.py), ``analyze --hardware local`` and the time-scaled links
+(bench/scaling.py) all read it, so a figure measured for one is reused by the others and no
+caller can erase another's entries (writes merge under a lock, see ``_store``).
+
 Why: the cost model prices compute with throughputs. On the emulated cluster
 each host is capped at ``cpus_per_host`` cores, so the figures must be
 measured under that same cap, not on the whole machine, or every compute
 term is off by the ratio of the two. Two measurements, each cached per quota
-in ``~/.cache/ralp-bench/calibration.json``:
-- ``hardware_under(cores)``: the micro-benchmarks of ``ralp.hardware`` (conv
-  and matmul FLOP/s) plus one memory-bound pass (``m = a*m + g`` over 4 M
+in ``$RALP_CACHE/calibration.json`` (default ``~/.cache/ralp-bench``, the
+directory ci/setup.sh caches its wheels in):
+- ``hardware_under(cores)``: conv and matmul FLOP/s (short TensorFlow
+  micro-benchmarks) plus one memory-bound pass (``m = a*m + g`` over 4 M
   floats: the unit in which gradient aggregation and updates are priced);
+  ``resolve_hardware`` turns ``--hardware local`` into it;
 - ``model_timing(...)``: the model's own forward + backward at the run's
   batch, the RALP tower at B and its head at W*B images (what the PS runs),
   so compute terms are this host's for this model, not a FLOP count divided
@@ -26,9 +33,10 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
+from bench.dirlock import dir_lock
 from bench.errors import UserError
 
-CACHE = Path.home() / ".cache" / "ralp-bench" / "calibration.json"
+CACHE = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
 PASS_ELEMENTS = 4 * 1024 * 1024
 
 
@@ -41,19 +49,25 @@ def _machine_key() -> str:
 
 
 def _load() -> Dict:
+    """The cache's keyed entries; anything else in the file (an unreadable file, the flat
+    single-entry format an older ``analyze --hardware local`` wrote) reads as no entry."""
     try:
-        return json.loads(CACHE.read_text())
+        data = json.loads(CACHE.read_text())
     except (OSError, ValueError):
         return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
 def _store(key: str, value: Dict):
-    data = _load()
-    data[key] = value
-    CACHE.parent.mkdir(parents=True, exist_ok=True)
-    tmp = CACHE.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, CACHE)
+    """Add one entry. Read, merge and replace under the cache directory's lock: two processes
+    calibrating at once (a sweep's driver and an ``analyze``) each keep the other's entries, and
+    a reader sees the old file or the new one, never half of one (``os.replace``)."""
+    with dir_lock(CACHE.parent):
+        data = _load()
+        data[key] = value
+        tmp = CACHE.with_name(f"{CACHE.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, CACHE)
 
 
 def _cached(key: str, measure) -> Dict:
@@ -98,29 +112,59 @@ def run_capped(cores: Optional[float], argv, timeout_s: float = 600) -> Dict:
     return json.loads(lines[-1])
 
 
+def _quota_label(cores: Optional[float]) -> str:
+    return f"{cores:.3f}" if cores else "all"
+
+
+def hardware_key(cores: Optional[float]) -> str:
+    """The cache key of ``hardware_under(cores)``."""
+    return f"{_machine_key()}|hardware|{_quota_label(cores)}"
+
+
 def hardware_under(cores: Optional[float]):
     """ralp.hardware.Hardware measured under a quota of ``cores`` (None: this whole machine)."""
     from ralp.hardware import hardware_from_measurement
 
-    label = f"{cores:.3f}" if cores else "all"
-    data = _cached(f"{_machine_key()}|hardware|{label}", lambda: run_capped(cores, ["hardware"]))
+    data = _cached(hardware_key(cores), lambda: run_capped(cores, ["hardware"]))
     where = f"{cores:.2f} cores per host (cgroup quota)" if cores else "the whole machine"
     return hardware_from_measurement(data, f"calibrated under {where}, {_provenance(data)}, cached in {CACHE}")
+
+
+def resolve_hardware(spec: Optional[str], cores: Optional[float] = None, **links):
+    """The analyzer's Hardware for ``--hardware SPEC``: 'local' is this machine measured under a
+    quota of ``cores`` (None: the whole machine), anything else a preset or a JSON file
+    (ralp.hardware.load_hardware, which measures nothing: the engine imports no harness);
+    ``links`` are load_hardware's bandwidth/ps_bandwidth/latency overrides."""
+    from ralp.hardware import load_hardware
+
+    return load_hardware(hardware_under(cores) if spec == "local" else spec, **links)
+
+
+def model_key(spec, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> str:
+    """The cache key of ``model_timing`` for a ModelSpec: a user's model is keyed by its shape,
+    classes and file hash too."""
+    from bench.models.registry import get_spec
+    from bench.models.sources import model_digest
+
+    name = spec.name if spec.kind == "zoo" and spec == get_spec(spec.name) else f"{_described(spec)}|{model_digest(spec)}"
+    return f"{_machine_key()}|model|{name}|B{batch_size}|W{workers}|{cut}|{_quota_label(cores)}"
+
+
+def _described(spec) -> str:
+    from bench.models.sources import format_shape
+
+    return json.dumps([spec.name, format_shape(spec.input_shape), spec.num_classes])
 
 
 def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> Dict:
     """Seconds of one training step of ``model`` (a zoo name or ModelSpec) under the quota: full
     model at B, tower at B and head at W*B for ``cut`` (omitted when None). Keys: full_s,
-    tower_s, head_s. A user's model is cached under its shape, classes and file hash too."""
+    tower_s, head_s."""
     from bench.models.registry import get_spec
-    from bench.models.sources import format_shape, model_digest
 
     spec = get_spec(model) if isinstance(model, str) else model
-    described = json.dumps([spec.name, format_shape(spec.input_shape), spec.num_classes])
-    name = spec.name if spec.kind == "zoo" and spec == get_spec(spec.name) else f"{described}|{model_digest(spec)}"
-    label = f"{cores:.3f}" if cores else "all"
-    key = f"{_machine_key()}|model|{name}|B{batch_size}|W{workers}|{cut}|{label}"
-    return _cached(key, lambda: run_capped(cores, ["model", described, batch_size, workers, cut or "-"]))
+    argv = ["model", _described(spec), batch_size, workers, cut or "-"]
+    return _cached(model_key(spec, batch_size, workers, cut, cores), lambda: run_capped(cores, argv))
 
 
 # ---- what runs inside the capped subprocess ------------------------------------------------
@@ -147,11 +191,36 @@ def _median_time(fn, repeats: int = 11, budget_s: float = 15.0) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def _timed_flops(fn, flops_per_call: float, budget_s: float) -> float:
+    fn()  # warm-up: tracing and memory allocation
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget_s:
+            return flops_per_call * calls / elapsed
+
+
+def _measure_flops(tf) -> Dict:
+    """Conv and matmul FLOP/s, about one second each: what the cost model divides FLOPs by."""
+    images = tf.random.normal([8, 56, 56, 64])
+    kernel = tf.random.normal([3, 3, 64, 64])
+    conv_flops = 2 * 3 * 3 * 64 * 64 * 56 * 56 * 8
+    a = tf.random.normal([1024, 1024])
+    matmul_flops = 2 * 1024 ** 3
+    # Each function returns one element so the timing includes the op, not a large copy back.
+    conv = tf.function(lambda: tf.nn.conv2d(images, kernel, 1, "SAME")[0, 0, 0, 0])
+    matmul = tf.function(lambda: tf.linalg.matmul(a, a)[0, 0])
+    return {
+        "worker_conv_flops": _timed_flops(lambda: conv().numpy(), conv_flops, 1.0),
+        "worker_dense_flops": _timed_flops(lambda: matmul().numpy(), matmul_flops, 1.0),
+    }
+
+
 def _measure_hardware() -> Dict:
     tf = _threads()
-    from ralp.calibrate import _measure
-
-    figures = _measure()
+    figures = _measure_flops(tf)
     m = tf.Variable(tf.zeros([PASS_ELEMENTS]))
     g = tf.random.normal([PASS_ELEMENTS])
     update = tf.function(lambda: m.assign(0.9 * m + g)[0])

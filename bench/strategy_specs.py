@@ -2,10 +2,10 @@
 
 The settings check names and codecs against it, the rank layout comes from ``layout``, the
 ranks import ``implementation``, predictions use ``priced_as`` (a cost function of
-ralp/strategy_costs.py), and the report orders columns and picks colours from it. Adding a
-strategy is one module (its ``Strategy`` subclass) plus one entry here; ``register`` adds
-one from outside the tree (a module named in RALP_STRATEGY_MODULES registers itself on import,
-on the driver and on every rank).
+ralp/strategy_costs.py), and the report and ``analyze`` order columns and pick colours and
+labels from it. Adding a strategy is one module (its ``Strategy`` subclass) plus one entry
+here; ``register`` adds one from outside the tree (a module named in RALP_STRATEGY_MODULES
+registers itself on import, on the driver and on every rank).
 """
 import importlib
 import os
@@ -30,6 +30,11 @@ class StrategySpec:
     colocatable: bool = False        # --ps-placement colocated applies (a PS task on every worker host)
     link_pattern: Optional[str] = None  # its traffic's shape, probed on emulated links (bench/launch/link_probe.py)
     splits: bool = False             # runs the model split at a cut (the analyzer's, or --cut)
+    label: str = ""                  # its short name in tables and legends ("": the name itself)
+
+    def __post_init__(self):
+        if not self.label:
+            object.__setattr__(self, "label", self.name)  # frozen: set once, here
 
     def pattern_for(self, ps_placement: str = "dedicated") -> Optional[str]:
         """The traffic pattern a run of this strategy puts on the links: colocated PS tasks make
@@ -55,19 +60,19 @@ def register(spec: StrategySpec) -> StrategySpec:
 for _spec in (
     StrategySpec("single", "baselines.single:SingleProcess", "single",
                  "one process alone, no communication (the scaling-efficiency reference)", "#7f7f7f",
-                 priced_as="horovod", codecs=False, one_batch_per_step=True),
+                 priced_as="horovod", codecs=False, one_batch_per_step=True, label="single process"),
     StrategySpec("ps", "baselines.ps:SyncPS", "tf", "synchronous parameter server (TensorFlow)", "#d62728",
-                 priced_as="ps", colocatable=True, link_pattern="fan-in"),
+                 priced_as="ps", colocatable=True, link_pattern="fan-in", label="sync PS"),
     StrategySpec("ps-async", "baselines.ps_async:AsyncPS", "tf",
                  "asynchronous parameter server (ParameterServerStrategy)", "#ff7f0e", codecs=False,
-                 link_pattern="fan-in"),
+                 link_pattern="fan-in", label="async PS"),
     StrategySpec("horovod", "baselines.horovod:HorovodAllreduce", "workers", "Horovod ring all-reduce",
-                 "#1f77b4", priced_as="horovod", link_pattern="all-reduce"),
+                 "#1f77b4", priced_as="horovod", link_pattern="all-reduce", label="Horovod (ring)"),
     StrategySpec("ralp", "ralp.placement:LayerPlacement", "tf", "FC layers on the PS (RALP)", "#2ca02c",
-                 priced_as="ralp", link_pattern="fan-in", splits=True),
+                 priced_as="ralp", link_pattern="fan-in", splits=True, label="FC-on-PS"),
     StrategySpec("ralp-hybrid", "ralp.hybrid:HybridPlacement", "tf",
                  "conv tower all-reduced among the workers, FC layers on the PS (hybrid)", "#9467bd",
-                 priced_as="ralp-hybrid", codecs=False, link_pattern="fan-in", splits=True),
+                 priced_as="ralp-hybrid", codecs=False, link_pattern="fan-in", splits=True, label="hybrid"),
 ):
     register(_spec)
 

@@ -95,8 +95,11 @@ from ralp.strategy_costs import (  # noqa: F401 (re-exported)
 PRICED = tuple(COST_FUNCTIONS)  # one cost function each (ralp/strategy_costs.py)
 STRATEGIES = PRICED  # what the analyzer searches (auto's candidates)
 PS_PLACEMENTS = ("dedicated", "colocated")  # S PS hosts | one PS task on every worker host
-STRATEGY_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)",
-                   "ralp-hybrid": "hybrid: tower all-reduced, FC on PS"}
+_LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)",
+           "ralp-hybrid": "hybrid: tower all-reduced, FC on PS"}
+# Each cost function's label in the analyzer's reasons (a strategy's own short label is its
+# spec's, bench/strategy_specs.py); one without a label above is named by its key, never a KeyError.
+STRATEGY_LABELS = {name: _LABELS.get(name, name) for name in PRICED}
 BOTTLENECKS = ("worker compute", "PS compute", "PS link", "worker link")
 
 

@@ -4,7 +4,9 @@ Why a separate module: predictions are only as good as these numbers, so they ar
 named, labelled (preset from datasheets vs measured here) and overridable from the
 CLI. Presets use public datasheet peaks scaled by ``ACHIEVED_FRACTION`` (an
 assumption: well-tuned CNN training reaches roughly half of peak); ``local``
-measures this machine with short TensorFlow conv and matmul runs.
+is this machine, measured and cached by the driver (bench/calibration.py
+``resolve_hardware``) and handed in as a Hardware: the engine measures nothing
+and writes no file.
 
 Units: FLOP/s for throughputs, bit/s for links (the cost model divides by 8),
 seconds for latency. The number of PS tasks is a run parameter, not hardware.
@@ -19,7 +21,6 @@ from typing import Optional
 from bench.errors import UserError
 
 ACHIEVED_FRACTION = 0.5
-CALIBRATION_PATH = Path.home() / ".cache" / "ralp-bench" / "calibration.json"
 DEFAULT_PRESET = "v100-10gbe"
 
 
@@ -100,7 +101,8 @@ def parse_latency(text) -> float:
 
 
 def hardware_from_measurement(data: dict, description: str) -> Hardware:
-    """A 'local' Hardware from measured figures (``_measure`` plus an optional ``pass_s``)."""
+    """A 'local' Hardware from measured figures (bench/calibration.py: conv and matmul FLOP/s,
+    and an optional ``pass_s``)."""
     return Hardware(
         name="local", worker_conv_flops=data["worker_conv_flops"], worker_dense_flops=data["worker_dense_flops"],
         ps_flops=data["worker_dense_flops"], worker_bandwidth=10e9, ps_bandwidth=10e9, latency_s=50e-6,
@@ -138,9 +140,10 @@ def _from_file(path: Path) -> Hardware:
 
 
 def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None, latency=None) -> Hardware:
-    """A preset name, 'local' or a JSON file; link/latency overrides apply on top.
+    """A Hardware, a preset name or a JSON file; link/latency overrides apply on top.
 
     ``bandwidth`` sets every link (workers and PS) unless ``ps_bandwidth`` is also given.
+    'local' is refused: only the driver measures this machine (bench/calibration.py).
     """
     spec = spec or DEFAULT_PRESET
     if isinstance(spec, Hardware):
@@ -148,9 +151,8 @@ def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None,
     elif spec in PRESETS:
         hardware = PRESETS[spec]
     elif spec == "local":
-        from ralp.calibrate import calibrate  # TensorFlow, only when this machine is asked for
-
-        hardware = calibrate()
+        raise UserError("hardware 'local' is measured by the driver, not the engine: pass "
+                        "bench.calibration.resolve_hardware('local') (or ralp-bench analyze --hardware local)")
     elif spec.endswith(".json") or os.path.sep in spec:
         hardware = _from_file(Path(spec))
     else:

@@ -3,4 +3,5 @@ RALP_STRATEGY_MODULES, it is imported by bench/strategy_specs.py on the driver a
 from bench.strategy_specs import StrategySpec, register
 
 register(StrategySpec("ps-reduce0", "tests.demo_strategy:ReduceOnWorker0", "tf",
-                      "sync PS that averages on worker 0 and pushes once (test only)", "#17becf", codecs=False))
+                      "sync PS that averages on worker 0 and pushes once (test only)", "#17becf", codecs=False,
+                      label="PS reduced on worker 0"))

@@ -165,3 +165,77 @@ def test_cli_json_and_plot(tmp_path):
         (S, m) for S in (1, 2) for m in (1, 2, 4, 8)}
     assert set(data["plan"]["sync_ps_layouts"]) == {"dedicated", "colocated"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+# ----------------------------------------------------------------------------- plugin strategies
+
+TREE_PS = "tree PS (demo)"
+
+
+@pytest.fixture
+def priced_plugin():
+    """A strategy from outside the tree that the cost model prices as sync PS (the test-only
+    tree-reduced PS of tests/demo_strategy.py), registered for one test the way a module named
+    in RALP_STRATEGY_MODULES registers itself."""
+    from bench.strategy_specs import SPECS, StrategySpec, register
+
+    spec = register(StrategySpec("ps-tree-demo", "tests.demo_strategy:ReduceOnWorker0", "tf",
+                                 "sync PS reduced on worker 0 (test only)", "#17becf", priced_as="ps",
+                                 codecs=False, label=TREE_PS))
+    yield spec
+    SPECS.pop(spec.name, None)
+
+
+def _table_rows(text):
+    """The predictions table's rows of `analyze`'s output: label -> its cells."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if len(cells) == 12:
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_a_priced_plugin_strategy_is_a_row_under_its_own_label(priced_plugin, capsys, tmp_path):
+    """Defect: labels came from a table in analyze.py keyed by strategy name (and analyze_plot
+    imported it back), so a strategy missing from it raised KeyError. Now each row is a
+    registered strategy under its spec's label, priced as ``run`` prices it: a plugin that cannot
+    colocate gets sync PS's dedicated layout."""
+    from bench.cli import build_parser
+    from bench.commands.analyze_plot import measured_points, plot
+    from bench.models.registry import get_spec
+    from bench.planning import model_profile
+    from bench.results import ResultStore
+    from ralp.cost_model import predict
+
+    args = build_parser().parse_args(["analyze", "--model", "lenet_mnist", "--workers", "2", "--bandwidth", "1gbit"])
+    assert args.func(args) == 0
+    rows = _table_rows(capsys.readouterr().out)
+    assert set(rows) == {"sync PS", "Horovod (ring)", "FC-on-PS", "hybrid", TREE_PS}  # not single, not async PS
+    profile, hardware = model_profile(get_spec("lenet_mnist")), load_hardware("v100-10gbe", bandwidth="1gbit")
+    dedicated = predict(profile, "ps", workers=2, batch_size=32, hardware=hardware)
+    assert rows[TREE_PS][1:4] == ["1 PS", "-", f"{dedicated.step_time_s:.3g} s"]
+
+    store = ResultStore(tmp_path / "results")
+    base = dict(model="lenet_mnist", batch_size=32, link_bps=1e9, status="ok", ps=1, ps_placement="dedicated")
+    store.write_run([dict(base, strategy="ps-tree-demo", plan="ps-tree-demo", workers=2, step_time_median_s=t)
+                     for t in (0.2, 0.3, 0.4)])
+    points = measured_points(store.root, "lenet_mnist", 32, 1e9)
+    assert points == {"ps-tree-demo": [(2, 0.3)]}
+    settings = dict(batch_size=32, workers=2, ps=1, hardware=hardware, compression=None, overlap=False,
+                    all_cuts=False, search_layouts=True, micro_batches=None)
+    labels = plot(profile, settings, tmp_path / "scaling.png", points)
+    assert f"measured: {TREE_PS} (median)" in labels and "predicted: sync PS, dedicated" in labels
+
+
+def test_an_unpriced_plugin_strategy_is_no_row():
+    """The test-only strategy of tests/demo_strategy_spec.py (no ``priced_as``), loaded through
+    RALP_STRATEGY_MODULES by the real CLI: analyze lists what it can price and nothing else."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), RALP_STRATEGY_MODULES="tests.demo_strategy_spec")
+    result = subprocess.run([sys.executable, "-m", "bench.cli", "analyze", "--model", "lenet_mnist"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    from bench.strategy_specs import SPECS
+
+    assert set(_table_rows(result.stdout)) == {spec.label for spec in SPECS.values()
+                                               if spec.priced_as and not spec.one_batch_per_step}

@@ -4,17 +4,19 @@ Why a command of its own: the decision (sync PS, ring all-reduce, or FC-on-PS at
 cut) should be inspectable before anything runs, with the per-layer numbers that
 drive it. Without --hardware the preset ``v100-10gbe`` is used (no seconds spent
 calibrating); --bandwidth overrides its links. ``--hardware local`` measures this
-machine instead (cached). The search is the joint one (ralp/analyzer.py): sync PS in both
-layouts, the hybrid's head over 1..--ps PS hosts and its micro-batches; --plot overlays the
-step times measured in the result store (``--results``) on links of the same rate, so a
-prediction can be read against what the emulated cluster did.
+machine instead, through the one calibration cache ``run`` predicts with
+(bench/calibration.py). Each registered strategy the cost model prices is a row under its
+spec's label: a plugin priced as sync PS gets sync PS's prediction, as ``run`` records it.
+The search is the joint one (ralp/analyzer.py): sync PS in both layouts, the hybrid's head
+over 1..--ps PS hosts and its micro-batches; --plot overlays the step times measured in the
+result store (``--results``) on links of the same rate, so a prediction can be read against
+what the emulated cluster did.
 """
 import json
 from dataclasses import asdict
 
+from bench.commands.analyze_plot import label_of
 from bench.errors import UserError
-
-SHORT_LABELS = {"ps": "sync PS", "horovod": "Horovod (ring)", "ralp": "FC-on-PS", "ralp-hybrid": "hybrid"}
 
 
 def register(subparsers):
@@ -66,16 +68,16 @@ def _validate(args):
 
 
 def run(args) -> int:
+    from bench.calibration import resolve_hardware
     from bench.models.registry import get_spec
     from ralp.analyzer import compression_candidates
-    from ralp.hardware import load_hardware
 
     micro_batches = _validate(args)
     spec = get_spec(args.model, args.input_shape, args.classes)  # a bad spelling fails before building anything
     compression = None if args.compression in (None, "none") else args.compression
     compression_candidates(compression)  # a bad spec fails before the model is built
-    hardware = load_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
-                             latency=args.latency)
+    hardware = resolve_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
+                                latency=args.latency)
 
     from bench.models.build import settled_spec
     from bench.planning import model_profile
@@ -123,6 +125,28 @@ def _as_json(profile, plan, hardware, settings):
                  "sync_ps_layouts": {layout: p.step_time_s for layout, p in plan.ps_layouts.items()}},
         "notes": profile.notes,
     }
+
+
+def priced_rows(plan):
+    """(strategy, label, prediction), fastest first: every registered strategy one of the
+    analyzer's cost functions prices (``priced_as``; not the one-process reference, whose step is
+    one batch, not W), then any prediction no such strategy shows, under its cost function's label."""
+    from bench.strategy_specs import SPECS
+
+    specs = [s for s in SPECS.values() if s.priced_as in plan.predictions and not s.one_batch_per_step]
+    rows = [(s.name, s.label, _prediction_of(s, plan)) for s in specs]
+    shown = {s.priced_as for s in specs}
+    rows += [(name, label_of(name), p) for name, p in plan.predictions.items() if name not in shown]
+    return sorted(rows, key=lambda row: row[2].step_time_s)
+
+
+def _prediction_of(spec, plan):
+    """The prediction of ``spec``'s cost function in a layout it can run: a strategy that cannot
+    colocate its PS tasks gets sync PS's dedicated layout where the search picked colocated."""
+    p = plan.predictions[spec.priced_as]
+    if p.ps_placement == "colocated" and not spec.colocatable:
+        return plan.ps_layouts.get("dedicated", p)
+    return p
 
 
 def layout(p) -> str:
@@ -177,9 +201,9 @@ def _print_tables(profile, plan, hardware, settings, plot_path):
     for col in ("strategy", "layout", "cut", "step time", "images/s", "compute", "comm", "worker tx", "worker rx",
                 "PS tx", "PS rx", "bottleneck"):
         table.add_column(col, justify="left" if col in ("strategy", "layout", "cut", "bottleneck") else "right")
-    for name, p in sorted(plan.predictions.items(), key=lambda kv: kv[1].step_time_s):
+    for name, label, p in priced_rows(plan):
         style = "bold green" if name == plan.strategy else None
-        table.add_row(SHORT_LABELS[name], layout(p), p.cut or "-", f"{p.step_time_s:.3g} s", f"{p.images_per_s:,.0f}",
+        table.add_row(label, layout(p), p.cut or "-", f"{p.step_time_s:.3g} s", f"{p.images_per_s:,.0f}",
                       f"{p.compute_s:.3g} s", f"{p.comm_s:.3g} s", _si(p.worker_tx_bytes, "B"),
                       _si(p.worker_rx_bytes, "B"), _si(p.ps_tx_bytes, "B"), _si(p.ps_rx_bytes, "B"),
                       p.bottleneck, style=style)

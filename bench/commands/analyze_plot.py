@@ -6,16 +6,40 @@ the same model and batch size on links of the analysis' worker rate are drawn as
 their strategy's colour (median step time per strategy, layout and worker count), so the
 gap between the lines and the markers is the model's error on this setting. The measured
 hosts are whatever ran them (often CPU-only emulated hosts, not the analysis' hardware).
+Labels and colours are the strategies' own (bench/strategy_specs.py), so a registered plugin
+strategy is drawn like a built-in one.
 """
 import math
 from typing import Dict, List, Tuple
 
 from bench.errors import UserError
+from bench.strategy_specs import SPECS
+from ralp.cost_model import STRATEGY_LABELS
 
 PLOT_WORKERS = sorted({round(2 ** (k / 4)) for k in range(41)})  # 1..1024, four points per doubling
 LINE_STYLES = {"ps": "--", "ps:dedicated": "--", "ps:colocated": (0, (6, 2, 1, 2)), "horovod": "-.", "ralp": "-", "ralp-hybrid": ":"}
 MARKERS = {"ps": "s", "ps:dedicated": "s", "ps:colocated": "D", "horovod": "^", "ralp": "o", "ralp-hybrid": "P"}
-PRICED = ("ps", "horovod", "ralp", "ralp-hybrid")  # measured rows of other strategies have no line
+
+
+def label_of(strategy: str) -> str:
+    """A strategy's short label, from its spec; a cost function no registered strategy is named
+    after keeps the cost model's label (ralp.cost_model.STRATEGY_LABELS)."""
+    spec = SPECS.get(strategy)
+    return spec.label if spec else STRATEGY_LABELS.get(strategy, strategy)
+
+
+def _has_line(strategy: str) -> bool:
+    """Measured rows of a registered strategy the cost model prices at W workers have a
+    predicted line to sit on (not the one-process reference, nor an unpriced strategy)."""
+    spec = SPECS.get(strategy)
+    return bool(spec and spec.priced_as and not spec.one_batch_per_step)
+
+
+def _marker(series: str) -> str:
+    """The series' marker, else its strategy's, else that of the cost function pricing it."""
+    strategy = series.split(":")[0]
+    spec = SPECS.get(strategy)
+    return MARKERS.get(series) or MARKERS.get(strategy) or MARKERS.get(spec.priced_as if spec else None, "o")
 
 
 def measured_points(results_dir, model: str, batch_size: int, link_bps: float) -> Dict[str, List[Tuple[int, float]]]:
@@ -35,7 +59,7 @@ def measured_points(results_dir, model: str, batch_size: int, link_bps: float) -
     times: Dict[Tuple[str, int], List[float]] = {}
     for _, row in rows.iterrows():
         strategy = row["strategy"] if is_missing(row["plan"]) else row["plan"]  # auto: what it ran
-        if strategy not in PRICED:
+        if not _has_line(strategy):
             continue
         series = strategy
         if strategy == "ps":
@@ -72,11 +96,16 @@ def _predicted(profile, settings):
     return series, changes
 
 
-def _label(series: str) -> str:
-    from bench.commands.analyze import SHORT_LABELS
+def _color(strategy: str):
+    """A strategy's colour from its spec (None: matplotlib's next, for a cost function no
+    registered strategy is named after)."""
+    spec = SPECS.get(strategy)
+    return spec.color if spec else None
 
+
+def _label(series: str) -> str:
     strategy, _, extra = series.partition(":")
-    return SHORT_LABELS[strategy] + (f", {extra}" if extra else "")
+    return label_of(strategy) + (f", {extra}" if extra else "")
 
 
 def plot(profile, settings, path, measured=None) -> List[str]:
@@ -87,7 +116,6 @@ def plot(profile, settings, path, measured=None) -> List[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bench.strategy_specs import spec_of
     from ralp.hardware import format_bandwidth
 
     series, changes = _predicted(profile, settings)
@@ -96,9 +124,9 @@ def plot(profile, settings, path, measured=None) -> List[str]:
     for name, times in series.items():  # each strategy in its colour from bench/strategy_specs.py
         strategy = name.split(":")[0]
         label = _label(name) + (" (analyzer's PS x micro-batches)" if strategy == "ralp-hybrid" else "")
-        ax.plot(list(times), list(times.values()), linestyle=LINE_STYLES.get(name, "-"), color=spec_of(strategy).color,
+        ax.plot(list(times), list(times.values()), linestyle=LINE_STYLES.get(name, "-"), color=_color(strategy),
                 linewidth=2, label=f"predicted: {label}")
-    color = spec_of("ralp-hybrid").color
+    color = _color("ralp-hybrid")
     for i, (workers, t, (S, m)) in enumerate(changes):  # where the hybrid's pick changes
         ax.plot([workers], [t], "|", color=color, markersize=10)
         ax.annotate(f"{S} PS\u00d7{m}", (workers, t), textcoords="offset points", xytext=(2, 6 if i % 2 else -12),
@@ -107,7 +135,7 @@ def plot(profile, settings, path, measured=None) -> List[str]:
         strategy = name.split(":")[0]
         dodge = 2 ** (0.07 * (i - (len(measured) - 1) / 2))  # side by side at the same worker count
         ax.plot([w * dodge for w, _ in points], [t for _, t in points], linestyle="none",
-                marker=MARKERS.get(name, MARKERS[strategy]), markersize=8, color=spec_of(strategy).color,
+                marker=_marker(name), markersize=8, color=_color(strategy),
                 markeredgecolor="black", markeredgewidth=0.8, label=f"measured: {_label(name)} (median)")
     ax.axvline(settings["workers"], color="grey", linewidth=1, alpha=0.6,
                label=f"requested: {settings['workers']} workers")
