@@ -26,7 +26,7 @@ from bench.codecs import ErrorFeedback, Float16, NoCompression, TopK, get_codec
 
 class HorovodAllreduce(Strategy):
     name = "horovod"
-    uses_tf_cluster = False
+    uses_horovod = True
 
     def setup(self):
         import horovod.tensorflow as hvd

@@ -17,7 +17,6 @@ from bench.strategy import Strategy, batch_indices_for, loss_fn, top1
 
 class SingleProcess(Strategy):
     name = "single"
-    uses_tf_cluster = False
 
     def setup(self):
         cfg, shards = self.config, self.ctx.shards

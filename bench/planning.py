@@ -56,14 +56,10 @@ def settle_model(cfg: RunConfig) -> RunConfig:
 def hardware_for(cfg: RunConfig):
     """The analyzer's hardware: a preset or file as given; without one, this machine measured
     under the run's per-host CPU quota (bench/calibration.py)."""
-    from ralp.hardware import load_hardware
+    from bench.calibration import resolve_hardware
 
-    spec = cfg.hardware or "local"
-    if spec == "local":
-        from bench.calibration import hardware_under
-
-        spec = hardware_under(cfg.cpus_per_host or None)
-    return load_hardware(spec, **cfg.link(DEFAULT_BANDWIDTH).hardware_overrides())
+    return resolve_hardware(cfg.hardware or "local", cfg.cpus_per_host or None,
+                            **cfg.link(DEFAULT_BANDWIDTH).hardware_overrides())
 
 
 def timing_for(cfg: RunConfig):
@@ -149,11 +145,11 @@ def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
     """ralp-hybrid with --ps > 1 shards its head: the head after ``cut`` must be a Dense chain
     (ralp/head_chain.py); refused in one line otherwise. The driver's check, before any rank
     starts (rank 0 must not profile the model again on its slice of a core)."""
-    from bench.strategy_specs import spec_of
+    from bench.strategy_specs import AUTO, spec_of
     from ralp.strategy_costs import SHARDED_HEAD
 
-    if spec_of(strategy).priced_as not in SHARDED_HEAD or cfg.ps == 1:
-        return
+    if strategy == AUTO or spec_of(strategy).priced_as not in SHARDED_HEAD or cfg.ps == 1:
+        return  # auto: checked again on the plan it resolves to (bench/harness.py run_one)
     cut = cut or first_cut(cfg)
     if cut is None:
         return  # no split at all: _split_at says so

@@ -56,14 +56,15 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
     strategy_name = plan.strategy
     cfg = replace(cfg, compression=plan.compression)  # 'auto' is resolved on rank 0
-    if spec_of(strategy_name).layout == "single":
+    spec = spec_of(strategy_name)
+    if spec.layout == "single":
         return _single(comm, cfg, plan, load_shards, watchdog)
     layout = RankLayout.for_run(cfg, strategy_name)
     ps_tasks = layout.ps
     roles = [role_of(r, world, cfg.workers, ps_tasks, layout.colocated) for r in range(world)]
     role = roles[rank]
     cls = strategy_class(strategy_name)
-    if cls.uses_tf_cluster and all(r.job == "worker" for r in roles):
+    if spec.layout == "tf" and all(r.job == "worker" for r in roles):
         raise UserError(f"{strategy_name} needs 1 chief + {ps_tasks} ps + {cfg.workers} worker ranks "
                         f"(mpirun -np {1 + ps_tasks + cfg.workers}); got {world}")
     phase(rank, "rendezvous")
@@ -77,23 +78,45 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
 
-    if not cls.uses_tf_cluster:
-        from bench.hvd_init import gloo_timeout_s, init_horovod, tuning_env
-
-        phase(rank, "horovod init")
-        worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
-        hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
-                           tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune),
-                           timeout_s=gloo_timeout_s(cfg.warmup_window_s))
-        watchdog.disarm()
-        if role.job != "worker":
-            follow_until_stopped(comm, info)  # e.g. an auto run that picked Horovod
-            _finish()
-        return _horovod_worker(comm, info, cfg, plan, worker_ranks, meter, load_shards, watchdog, hvd)
-
+    if spec.layout == "workers":
+        return _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog)
     if role.job != "chief":
         _serve(comm, info, role, intra, inter, watchdog)
     _drive(comm, info, cfg, cls, plan, roles, ps_tasks, meter, load_shards, watchdog)
+
+
+def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
+    """The workers layout (the spec's ``layout``, not the strategy's class, decides): every
+    worker rank trains its own replica of ``cls`` in lockstep; worker 0 writes the result.
+    Horovod is started only for a strategy that uses it (``cls.uses_horovod``). Ranks a TF
+    layout launched beside them (an ``auto`` run that picked this plan) sit the run out."""
+    rank = comm.Get_rank()
+    worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
+    hvd = None
+    if cls.uses_horovod:
+        from bench.hvd_init import gloo_timeout_s, init_horovod, tuning_env
+
+        phase(rank, "horovod init")
+        hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
+                           tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune),
+                           timeout_s=gloo_timeout_s(cfg.warmup_window_s))
+    watchdog.disarm()
+    if roles[rank].job != "worker":
+        follow_until_stopped(comm, info)
+        _finish()
+    phase(rank, "training")
+    index = worker_ranks.index(rank)
+    _select_gpu(None, local_rank=hvd.local_rank() if hvd else None)
+    ctx = StrategyContext(cfg, load_shards(cfg), extra={"worker_index": index, "comm": comm})
+    leader = index == 0
+    result = _train_and_report(comm, cfg, cls(ctx), meter, plan, leader, watchdog, lockstep=True)
+    result.ps_hosts = []
+    result.worker_hosts = sorted({info.addresses[r] for r in worker_ranks})
+    if leader:
+        _write(cfg, result)
+    if hvd is not None:
+        hvd.shutdown()  # Horovod's background thread must leave MPI before MPI_Finalize
+    _finish()
 
 
 def _serve(comm, info, role, intra, inter, watchdog):
@@ -159,25 +182,11 @@ def _single(comm, cfg, plan, load_shards, watchdog):
     _finish()
 
 
-def _horovod_worker(comm, info, cfg, plan, worker_ranks, meter, load_shards, watchdog, hvd):
-    phase(comm.Get_rank(), "training")
-    _select_gpu(None, local_rank=hvd.local_rank())
-    ctx = StrategyContext(cfg, load_shards(cfg))
-    leader = hvd.rank() == 0
-    result = _train_and_report(comm, cfg, strategy_class("horovod")(ctx), meter, plan, leader, watchdog)
-    result.ps_hosts = []
-    result.worker_hosts = sorted({info.addresses[r] for r in worker_ranks})
-    if leader:
-        _write(cfg, result)
-    hvd.shutdown()  # Horovod's background thread must leave MPI before MPI_Finalize
-    _finish()
-
-
-def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog):
+def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog, lockstep=False):
     from bench.trainer import train
 
     started = time.time()
-    result = train(strategy, cfg, meter, watchdog, leader)
+    result = train(strategy, cfg, meter, watchdog, leader, lockstep=lockstep)
     result.strategy_requested, result.plan_reason, result.started_unix, result.world = (
         cfg.strategy, plan.reason, started, comm.Get_size())
     watchdog.arm("finishing (weights, last traffic sample)", timeout_s=max(120.0, cfg.step_timeout))

@@ -41,7 +41,7 @@ class Strategy(abc.ABC):
     """Build once with ``setup``, then call ``train_step`` once per step."""
 
     name = "?"
-    uses_tf_cluster = True      # False: every rank is a worker (horovod)
+    uses_horovod = False        # the workers layout starts Horovod before setup (horovod)
     per_step_timing = True      # False: only total time is meaningful (async)
     connects_to_cluster = True  # False: the strategy connects the chief to the TF cluster itself
 

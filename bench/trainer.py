@@ -52,11 +52,11 @@ def report_progress(done: int, total: int, enabled: bool):
         print(f"RALP-PROGRESS {done} {total}", flush=True)
 
 
-def _agreement(meter: TrafficMeter, leader: bool, strategy: Strategy):
+def _agreement(meter: TrafficMeter, leader: bool, lockstep: bool):
     """How ranks that each run this loop (Horovod's workers) agree to stop: the leader's view
     of its step times decides, shared over MPI between steps (outside the timed region). An
     in-graph chief trains alone and decides alone."""
-    if strategy.uses_tf_cluster or meter.comm.Get_size() == 1:  # (single: one rank)
+    if not lockstep or meter.comm.Get_size() == 1:  # (single: one rank)
         return lambda stop: stop
 
     def agree(stop: bool) -> bool:
@@ -68,9 +68,9 @@ def _agreement(meter: TrafficMeter, leader: bool, strategy: Strategy):
 
 
 def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Watchdog,
-          leader: bool) -> RankResult:
+          leader: bool, lockstep: bool = False) -> RankResult:
     """Set up, warm up, time steps (until --steps, or --target-ci's precision), evaluate, and
-    return the rank-0 result. Long because the timed loop and what it measures must be read
+    return the rank-0 result (``lockstep``: every rank runs this loop, as in the workers layout). Long because the timed loop and what it measures must be read
     together: a step's timing, its traffic sample and its evaluation pause share the loop."""
     total = cfg.warmup_steps + cfg.step_limit
     t0 = time.perf_counter()
@@ -88,7 +88,7 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
     before = meter.sample()
     step = cfg.warmup_steps
     chunk = 1 if strategy.per_step_timing else (cfg.eval_every or cfg.steps)
-    agree = _agreement(meter, leader, strategy) if cfg.target_ci is not None else (lambda stop: stop)
+    agree = _agreement(meter, leader, lockstep) if cfg.target_ci is not None else (lambda stop: stop)
     while step < total and reached_at is None and not agree(
             precise_enough(step_times, cfg.steps, cfg.target_ci, float(np.sum(step_times)), cfg.time_cap)):
         n = min(chunk, total - step)

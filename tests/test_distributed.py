@@ -107,6 +107,29 @@ def test_a_new_strategy_is_one_module_and_one_spec_entry(reference, tmp_path, mo
     assert_same_weights(dump, reference, "ps-reduce0")
 
 
+def test_a_workers_layout_strategy_runs_its_own_class(reference, tmp_path, monkeypatch):
+    """The spec's layout decides the rank entry: a strategy registered with the workers layout
+    runs its own class (here MPI_Allreduce through mpi4py, no Horovod), not Horovod's, and an
+    unpriced strategy gets a row without a prediction rather than an error."""
+    import importlib
+
+    from bench.strategy_specs import SPECS
+
+    monkeypatch.setenv("RALP_STRATEGY_MODULES", "tests.demo_workers_spec")
+    importlib.reload(importlib.import_module("tests.demo_workers_spec"))
+    dump = str(tmp_path / "weights.npz")
+    try:
+        cfg = RunConfig(model=MODEL, strategy="mpi-allreduce", workers=2, batch_size=BATCH, steps=STEPS,
+                        warmup_steps=WARMUP, learning_rate=LR, dataset="mnist", dump_weights=dump).validate()
+        row = run_one(cfg, LocalLauncher())
+    finally:
+        SPECS.pop("mpi-allreduce", None)
+    assert row["status"] == "ok", row["failure"]
+    assert row["plan"] == "mpi-allreduce" and row["horovod_settings"] is None
+    assert row["predicted_step_time_s"] is None
+    assert_same_weights(dump, reference, "mpi-allreduce")
+
+
 def test_killed_worker_ends_run_with_named_rank(tmp_path):
     proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
                      "--batch-size", "8", "--steps", "100000", "--step-timeout", "60", "--quiet",
