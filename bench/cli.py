@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 
-from bench.errors import UserError
+from bench.errors import UserError, one_line, traceback_to_log
 
 # Order is the order shown in --help.
 COMMANDS = ["doctor", "models", "analyze", "run", "sweep", "cluster", "report", "paper"]
@@ -53,7 +53,11 @@ def _exit_on_sigterm(signum, frame):
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _stop_on_signals()
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports the commands, and through them RALP_STRATEGY_MODULES' plugins
+    except UserError as exc:
+        print(f"ralp-bench: error: {one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -61,11 +65,16 @@ def main(argv=None):
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"ralp-bench: error: {exc}", file=sys.stderr)
+        print(f"ralp-bench: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("ralp-bench: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug of ours: one line here, the traceback in a log file
+        log = traceback_to_log(exc, f"{args.command}-internal-error")
+        print(f"ralp-bench: internal error: {one_line(f'{type(exc).__name__}: {exc}')}; traceback in {log} "
+              "(please report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

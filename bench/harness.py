@@ -14,7 +14,7 @@ import numpy as np
 
 from bench.config import RunConfig
 from bench.cpu_steal import cpu_times, steal_share
-from bench.errors import RunFailed
+from bench.errors import RunFailed, UserError, one_line, traceback_to_log
 from bench.launch.base import Launcher, run_mpirun
 from bench.rank_result import RankResult
 from bench.roles import RankLayout
@@ -49,8 +49,12 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     try:
         plan = resolve(cfg)
         check_head_shards(cfg, plan.strategy, plan.cut)
-    except Exception as exc:  # an analyzer error is this row's failure, not the sweep's
-        return {**row, "status": "failed", "failure": f"planning failed: {exc}"}
+    except UserError as exc:  # an analyzer error is this row's failure, not the sweep's
+        return {**row, "status": "failed", "failure": f"planning failed: {one_line(str(exc))}"}
+    except Exception as exc:  # a bug of ours: the row says where its traceback is
+        log = traceback_to_log(exc, f"planning-{cfg.strategy}")
+        return {**row, "status": "failed",
+                "failure": f"planning failed: {one_line(f'{type(exc).__name__}: {exc}')}; traceback in {log}"}
     strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
     row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
@@ -68,8 +72,8 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     try:
         spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut), strategy, out))
         times_before = cpu_times()
-        run_mpirun(spec, timeout_s=deadline_for(cfg), layout=layout,
-                   on_progress=on_progress, echo=echo, result_path=out)
+        run_mpirun(spec, timeout_s=deadline_for(cfg), layout=layout, on_progress=on_progress, echo=echo,
+                   result_path=out, log_label=f"{cfg.model}-{strategy}-w{cfg.workers}")
         with open(out) as f:
             result = RankResult.from_json(f.read())
         row["cpu_steal"] = steal_share(times_before, cpu_times())
@@ -98,13 +102,19 @@ def _config_fields(cfg: RunConfig) -> Dict:
 
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
-    from bench.planning import predict
+    """The cost model's columns of the row. A configuration it cannot price (or whose calibration
+    failed) keeps its measurement, and the reason is said on stderr: a row silently without a
+    prediction hid a broken calibration once (issue 33)."""
+    import sys
 
     from bench.errors import UserError
+    from bench.planning import predict
 
     try:
         p = predict(cfg, strategy, cut)
-    except UserError:  # a configuration the cost model cannot price; the row keeps the measurement
+    except UserError as exc:
+        print(f"ralp-bench: warning: no prediction for {cfg.model} {strategy}: {' '.join(str(exc).split())}",
+              file=sys.stderr)
         p = None
     if p is None:
         return {}

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
-from bench.errors import RunFailed, UserError
+from bench.errors import RunFailed, UserError, log_file, one_line
 from bench.roles import RankLayout
 
 # Every rank runs with the same environment: quiet TF, mpirun allowed as root.
@@ -152,19 +152,32 @@ EXIT_GRACE_S = 60.0  # once rank 0 wrote its result, how long the ranks get to e
 
 def run_mpirun(spec: LaunchSpec, *, timeout_s: float, layout: RankLayout,
                on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
-               result_path: Optional[str] = None) -> str:
-    """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank.
+               result_path: Optional[str] = None, log_label: str = "launch") -> str:
+    """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank
+    in one line, which names the log file that keeps the launch's whole output (every rank's
+    tracebacks included); the log of a launch that succeeded is removed.
 
     If rank 0 has written ``result_path`` but the job does not exit within
     EXIT_GRACE_S (a rank stuck in MPI_Finalize or in TF's shutdown), the
     group is killed and the result kept: the measurement is complete."""
+    log_path = log_file(log_label)
+    with open(log_path, "w") as log:
+        try:
+            output = _run_logged(spec, timeout_s, layout, on_progress, echo, result_path, log)
+        except RunFailed as exc:
+            raise type(exc)(f"{one_line(str(exc))}; full output: {log_path}") from None
+    os.unlink(log_path)
+    return output
+
+
+def _run_logged(spec, timeout_s, layout, on_progress, echo, result_path, log) -> str:
     env = {**os.environ, **BASE_ENV, **spec.env}
     world = layout.world
     proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True, bufsize=1)
     lines: deque = deque(maxlen=400)
     phases: Dict[int, str] = {}
-    reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo), daemon=True)
+    reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo, log), daemon=True)
     reader.start()
     started = time.monotonic()
     deadline = started + timeout_s
@@ -214,8 +227,9 @@ def _where(phases: Dict[int, str], layout: RankLayout) -> str:
 _MARKER = re.compile(r"(?=RALP-(?:PHASE|PROGRESS) )")
 
 
-def _pump(proc, lines, phases, on_progress, echo):
+def _pump(proc, lines, phases, on_progress, echo, log):
     for raw in proc.stdout:
+        log.write(raw)
         # Open MPI forwards each rank's output in chunks, and two ranks' lines can meet on one
         # line: a marker is read wherever it starts.
         for line in (_MARKER.split(raw) if "RALP-" in raw else [raw]):
