@@ -11,14 +11,16 @@ Each claim gets one of four verdicts:
   some of the measured cells and not in others (3x over PS is not 13x);
 - "does not hold": measured, and not in the paper's direction;
 - "not measured": the run has no rows that could answer it (the row says which are missing).
-Speedups are ratios of median step times with their 95% bootstrap interval (bench/stats.py),
-as in the report's throughput table; "faster" means the interval lies above 1.0.
+Speedups are ratios of median step times with their 95% interval over launches (bench/stats.py:
+a two-level bootstrap, repeats then their steps; with one repeat it covers that launch's steps
+only), as in the report's throughput table; "faster" means the interval lies above 1.0.
 """
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from bench.report_summary import PS_LAYOUTS
 from bench.results import is_missing
+from bench.stats import speedup_ci, step_count
 from bench.strategy_specs import SPECS
 
 PAPER_SPEEDUP_OVER_PS = 13.0
@@ -83,13 +85,12 @@ def build_grid(summary, setting_of) -> Grid:
 
 
 def speedup(row, base) -> Tuple[float, float, float]:
-    """(ratio, low, high): median step time of ``base`` over that of ``row`` with the 95% interval,
-    from the rows' timed steps; images/sec ratio with no interval (low = high) when a side kept
-    fewer than 3 steps. Both rows train the same global batch per step (same cell)."""
-    from bench.stats import speedup_ci
-
+    """(ratio, low, high): median step time of ``base`` over that of ``row`` with the 95% interval
+    over launches, from the rows' timed steps (one list per launch); images/sec ratio with no
+    interval (low = high) when a side kept fewer than 3 steps. Both rows train the same global
+    batch per step (same cell)."""
     mine, theirs = row.get("step_times"), base.get("step_times")
-    if isinstance(mine, list) and isinstance(theirs, list) and min(len(mine), len(theirs)) >= 3:
+    if isinstance(mine, list) and isinstance(theirs, list) and min(step_count(mine), step_count(theirs)) >= 3:
         return speedup_ci(theirs, mine)
     ratio = row["images_per_sec"] / base["images_per_sec"]
     return ratio, ratio, ratio

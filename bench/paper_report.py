@@ -16,8 +16,8 @@ from bench.paper_claims import FAILS, HOLDS, NOT_MEASURED, PARTLY, build_grid, j
 from bench.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
 from bench.report_format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
 from bench.report_summary import config_keys, display_strategies, summarize
-from bench.report_tables import (auto_table, failure_table, health_table, prediction_table, scaling_table,
-                                 throughput_table)
+from bench.report_tables import (ONE_LAUNCH, auto_table, failure_table, health_table, prediction_table,
+                                 scaling_table, throughput_table)
 from bench.results import coerce_frame, is_missing
 from bench.strategy_specs import SPECS
 
@@ -67,7 +67,7 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
              "Verdicts: **holds** (measured, as large as the paper says); **partly holds** (measured, in the "
              "paper's direction but smaller, or in some cells only); **does not hold**; **not measured** (the "
              "row says what is missing). Speedups are ratios of median step times; 'faster' means the 95% "
-             "bootstrap interval lies above 1.0.", ""]
+             "interval over launches (repeats; bench/stats.py) lies above 1.0." + _one_launch_caveat(rows), ""]
     batches = df.dropna(subset=["batch_size"]).groupby("model", sort=False)["batch_size"].first()
     if len(batches):
         intro += ["Batch per worker: " + ", ".join(f"{m} {int(b)}" for m, b in batches.items()) + ". Batches "
@@ -96,6 +96,18 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
                ("extrapolation", (series,), f"{figure_prefix}-extrapolation.png",
                 f"Cost model to {EXTRAPOLATE_TO:,} workers through the measured points.")]
     return report, figures
+
+
+def _one_launch_caveat(rows):
+    """A sentence when some cells were measured in one launch: their intervals, and the verdicts
+    resting on them, leave out the spread between launches."""
+    timed = rows[(rows["status"] == "ok") & rows["step_times"].notna()] if "step_times" in rows else rows.iloc[:0]
+    single = int((timed["repeats"] == 1).sum())
+    if not single:
+        return ""
+    return (f" {single} of {len(timed)} rows with step times were measured in one launch: their intervals "
+            f"({ONE_LAUNCH} in the throughput table) cover that launch's steps only, not the spread between "
+            "launches, so a 'faster' there can be one launch's luck.")
 
 
 def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinished=False):

@@ -1,7 +1,9 @@
 """One summary of stored rows, which every table and figure reads.
 
-A row per configuration and strategy, repeats reduced to their median (their step
-times pooled), so report.md, index.html and the PNGs cannot disagree. Configuration
+A row per configuration and strategy, repeats reduced to their median, so report.md,
+index.html and the PNGs cannot disagree. Each repeat is a launch of its own: ``step_times``
+keeps one list of timed steps per launch, because launches differ by more than the steps of
+one launch do and the report's intervals are taken over launches (bench/stats.py). Configuration
 columns appear only when they vary, so a simple sweep gives a small table.
 """
 import math
@@ -9,7 +11,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.results import is_missing
+from bench.errors import UserError
+from bench.results import ResultStore, is_missing
+from bench.stats import launch_interval, launch_spread, parse_steps, pooled_interval
 from bench.strategy_specs import AUTO, SPECS
 
 # Registration order (bench/strategy_specs.py), each colocatable one followed by its colocated layout.
@@ -54,7 +58,8 @@ def config_keys(df, include_run=True):
 
 
 def summarize(df, keys):
-    """One row per (model, workers, keys..., strategy); repeats reduced to medians of ok rows."""
+    """One row per (model, workers, keys..., strategy); repeats reduced to medians of ok rows,
+    their timed steps kept one list per repeat (``step_times``) and counted (``repeats``)."""
     df = df.fillna({"model": "unknown", "strategy": "unknown"})
     df = df[df["status"] != "noisy"]  # superseded by a re-measurement (bench/cpu_steal.py)
     group_cols = ["model", "workers", *keys, "strategy"]
@@ -66,7 +71,8 @@ def summarize(df, keys):
             record.update({m: _median(ok[m]) for m in MEASURES})
             record.update(status="ok", failure=None, repeats=len(ok),
                           plan=_first(ok["plan"]), cut_layer=_first(ok["cut_layer"]),
-                          link_pattern=_first(ok["link_pattern"]), step_times=_all_steps(ok))
+                          link_pattern=_first(ok["link_pattern"]))
+            record["step_times"], record["images_per_step"] = _launch_steps(ok)
         else:
             record.update({m: math.nan for m in MEASURES})
             record.update(status="failed", repeats=len(rows), plan=_first(rows["plan"]),
@@ -81,16 +87,20 @@ def summarize(df, keys):
     return summary.drop(columns="_order").reset_index(drop=True)
 
 
-def _all_steps(rows):
-    """Every timed step of the ok rows (repeats pooled), or None when a row kept none."""
-    from bench.stats import parse_steps
-
+def _launch_steps(rows):
+    """(step lists, images per step): the ok rows' timed steps, one list per row (a row is one
+    launch), and the images one step trains (a row's images/sec x its mean step time:
+    tf_cnn_benchmarks' images/sec is images over the timed steps' time); (None, None) when a
+    row kept no steps (ps-async times chunks of steps; rows written before steps were kept)."""
     if "step_times_s" not in rows:
-        return None
+        return None, None
     parts = [parse_steps(text) for text in rows["step_times_s"]]
     if any(p is None for p in parts):
-        return None
-    return np.concatenate(parts).tolist()
+        return None, None
+    rates = pd.to_numeric(rows["images_per_sec"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    per_step = rates * [p.mean() for p in parts]
+    per_step = per_step[~np.isnan(per_step)]
+    return [p.tolist() for p in parts], (float(np.median(per_step)) if per_step.size else None)
 
 
 def strategy_rank(strategy):
@@ -109,3 +119,37 @@ def _median(column):
 def _first(column):
     values = column.dropna()
     return values.iloc[0] if len(values) else None
+
+
+def interval_comparison(run_id, model, workers, strategy, results="results", **config):
+    """For one cell of a stored run, the median images/sec with the interval the report printed
+    before (every step of every repeat resampled as independent) beside the interval over
+    launches, as lines of text: ``print(interval_comparison("20261203T092100Z-50a016",
+    "alexnet_cifar", 2, "ralp"))``. ``config`` narrows the cell when the run varies other keys
+    (``link_bps=1e9``, ``ps_placement="colocated"``, or strategy "ps-colocated")."""
+    df = display_strategies(ResultStore(results).load([run_id], quiet=True))
+    rows = df[(df["model"] == model) & (df["workers"] == workers) & (df["strategy"] == strategy)]
+    for key, value in config.items():
+        rows = rows[rows[key] == value]
+    keys = config_keys(rows, include_run=False)
+    cells = [c for _, c in summarize(rows, keys).iterrows()
+             if c["status"] == "ok" and c["images_per_step"] is not None] if len(rows) else []
+    if len(cells) != 1:
+        raise UserError(f"run {run_id} has {len(cells)} ok cells with step times for {model}, {workers} "
+                        f"workers, {strategy}" + (f" (they differ in {', '.join(keys)}: name one, e.g. "
+                                                  f"{keys[0]}=...)" if keys else ""))
+    cell = cells[0]
+    rates = [cell["images_per_step"] / np.asarray(launch) for launch in cell["step_times"]]
+    spread = launch_spread(rates)
+    old = (float(np.median(np.concatenate(rates))), *pooled_interval(rates))
+    return "\n".join([
+        f"{run_id}: {model}, {workers} workers, {strategy}: {len(rates)} launches of "
+        f"{', '.join(str(r.size) for r in rates)} timed steps",
+        "  launch medians (images/sec): " + ", ".join(f"{np.median(r):.1f}" for r in rates),
+        f"  before: median of pooled steps, steps resampled as independent: {_interval_text(*old)}",
+        f"  now: mean of launch medians, interval over launches: {_interval_text(*launch_interval(rates))} "
+        f"(variance from the {'launches' if spread.between else 'steps within launches'}, {spread.df} df)"])
+
+
+def _interval_text(estimate, low, high):
+    return f"{estimate:.1f} [{low:.1f}–{high:.1f}] (−{1 - low / estimate:.1%} +{high / estimate - 1:.1%})"

@@ -1,17 +1,22 @@
 """The report's tables, each from the one summary (bench/report_summary.py): throughput with
 intervals and speedups, scaling efficiency, measured against predicted, auto's picks,
 accuracy, transport health and failures."""
-import numpy as np
 import pandas as pd
 
 from bench.report_format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
                                  fmt_seconds, one_line)
 from bench.report_summary import PS_LAYOUTS, strategy_rank
 from bench.results import is_missing
+from bench.stats import rate_summary, significant, speedup_ci, step_count
 
 LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
 RETRANSMIT_LIMIT = 0.01       # above this share of TCP segments resent, likewise
 STEAL_LIMIT = 0.05            # above this share of the VM's CPU taken by its hypervisor, likewise
+ONE_LAUNCH = "†"              # after an interval that resamples the steps of a single launch
+ONE_LAUNCH_NOTE = (f"{ONE_LAUNCH} One launch (repeat) only: the interval resamples that launch's steps, so "
+                   "the spread between launches (1.6–10.8% between two launches of one cell in this project's "
+                   "runs) is not in it, nor in that row's speedup verdicts; measure with `--repeats` 2 or more "
+                   "(`repeats` in a sweep file) for an interval over launches.")
 
 
 def key_cells(row, keys):
@@ -47,12 +52,16 @@ def throughput_table(summary, keys):
             else:
                 cells.append(_throughput_cell(row, baselines))
         rows.append(key_cells(group.iloc[0], keys) + cells)
-    notes = ["Cells: images/sec over all workers (median over repeats); where rows kept their step times, "
-             "the median over timed steps [95% bootstrap interval] ±jitter (tf_cnn_benchmarks' MAD-based "
-             "spread). In brackets the speedup over the best measured sync-PS layout (`ps`: dedicated PS host; "
-             "`ps-colocated`: a PS task on every worker host; named) and over `horovod` in the same row (ratio "
-             "of median step times); '≈ ps' marks no significant difference (the speedup's 95% interval "
-             "holds 1.0). `auto` shows the plan it ran; `single` is one process alone (one batch per step)."]
+    notes = ["Cells: images/sec over all workers (median over repeats); where rows kept their step times, the "
+             "mean over launches (repeats) of each launch's median [95% interval over launches: a two-level "
+             "bootstrap, launches then their steps, with Student's t for few launches; bench/stats.py] ±jitter "
+             "(tf_cnn_benchmarks' MAD-based spread of the steps). In brackets the speedup over the best measured "
+             "sync-PS layout (`ps`: dedicated PS host; `ps-colocated`: a PS task on every worker host; named) and "
+             "over `horovod` in the same row (ratio of median step times); '≈ ps' marks no significant difference "
+             "(the speedup's 95% interval holds 1.0). `auto` shows the plan it ran; `single` is one process alone "
+             "(one batch per step)."]
+    if any(ONE_LAUNCH in cell for row in rows for cell in row):
+        notes.append(ONE_LAUNCH_NOTE)
     return Table("Throughput and speedup", key_headers(keys) + strategies, rows, notes)
 
 
@@ -102,24 +111,25 @@ def _compute_key(row):
 
 
 def _steps_of(row):
+    """The row's timed steps, one list per launch, when it kept at least 3 (else None)."""
     steps = row.get("step_times")
-    return steps if isinstance(steps, (list, tuple)) and len(steps) else None
+    return steps if isinstance(steps, (list, tuple)) and step_count(steps) >= 3 else None
 
 
 def _throughput_cell(row, baselines):
-    """'128 [121–134] ±4 (1.6× ps, ≈ horovod)': median images/sec with its 95% bootstrap interval and
-    jitter when the row kept its step times, then speedups; one whose interval holds 1.0 is '≈'."""
-    from bench.stats import rate_summary, speedup_ci
-
+    """'128 [121–134] ±4 (1.6× ps, ≈ horovod)': images/sec with its 95% interval over launches and
+    jitter when the row kept its step times (marked ONE_LAUNCH when it had one launch), then
+    speedups; one whose interval holds 1.0 is '≈'."""
     rate = row["images_per_sec"]
     steps = _steps_of(row)
     if row["strategy"] == "single":  # one batch per step: step-time ratios are not speedups
         baselines = {}
     text = fmt_rate(rate)
-    if steps and len(steps) >= 3 and not is_missing(rate):
-        images_per_step = rate * float(np.mean(steps))  # images/sec is images over the timed steps' time
-        s = rate_summary(steps, images_per_step)
-        text = f"{fmt_rate(s['median'])} [{fmt_rate(s['low'])}–{fmt_rate(s['high'])}] ±{fmt_rate(s['jitter'])}"
+    if steps and not is_missing(row.get("images_per_step")):
+        s = rate_summary(steps, row["images_per_step"])
+        mark = ONE_LAUNCH if s["launches"] == 1 else ""
+        text = (f"{fmt_rate(s['median'])} [{fmt_rate(s['low'])}–{fmt_rate(s['high'])}]{mark} "
+                f"±{fmt_rate(s['jitter'])}")
     if row["strategy"] == "auto" and row.get("plan"):
         text += f" [ran {row['plan']}]"
     speedups = []
@@ -128,9 +138,9 @@ def _throughput_cell(row, baselines):
                 "images_per_sec"] > 0:
             continue
         base_steps = _steps_of(base)
-        if steps and base_steps and len(steps) >= 3 and len(base_steps) >= 3:
+        if steps and base_steps:
             ratio, low, high = speedup_ci(base_steps, steps)
-            speedups.append(f"{ratio:.2f}× {name}" if not (low <= 1.0 <= high) else f"≈ {name}")
+            speedups.append(f"{ratio:.2f}× {name}" if significant(low, high) else f"≈ {name}")
         else:
             speedups.append(f"{rate / base['images_per_sec']:.2f}× {name}")
     return text + (f" ({', '.join(speedups)})" if speedups else "")

@@ -128,6 +128,27 @@ def test_a_speedup_inside_the_noise_is_not_faster(claims):
     assert got["verdict"] == "**does not hold**" and "faster in 0 of 1 cells" in got["ours"]
 
 
+def test_a_gain_inside_the_spread_between_launches_is_not_faster(claims):
+    # ralp's steps run 4% faster than the PS's in each launch pair, but the launches themselves
+    # differ by 3%: steps as independent would call it faster; over launches it is not.
+    import numpy as np
+
+    from bench.stats import pooled_speedup_ci, significant
+
+    levels = {"ps-colocated": (1.0, 1.03, 0.97), "ralp": (0.96, 0.99, 0.93)}
+    rng = np.random.default_rng(0)
+    steps = {name: [rng.normal(level, 0.02, 20).round(4).tolist() for level in values]
+             for name, values in levels.items()}
+    rows = [row("vgg16", 2, name, 16 / levels[name][r], steps=steps[name][r], repeat=r)
+            for r in range(3) for name in levels]
+    assert significant(*pooled_speedup_ci(steps["ps-colocated"], steps["ralp"])[1:])
+    got, report = claims(rows)
+    assert "faster in 0 of 1 cells" in got["a"]["ours"]
+    assert not any("measured in one launch" in line for line in report.intro)
+    _, one = claims([row("vgg16", 2, name, 16 / levels[name][0], steps=steps[name][0]) for name in levels])
+    assert any("2 of 2 rows with step times were measured in one launch" in line for line in one.intro)
+
+
 def test_missing_data_reads_as_not_measured_and_failures_are_named(claims):
     rows = [row("alexnet", 2, "ps-colocated", 10.0), row("alexnet", 2, "ralp", 20.0),
             row("alexnet", 4, "ralp", None, status="failed", failure="rank 2 died: out of memory")]

@@ -277,6 +277,65 @@ def test_throughput_cells_carry_intervals_and_say_when_a_speedup_is_not_signific
     assert "2.0" in cells["ralp"].split("(")[1] and "× ps" in cells["ralp"]
     low, high = (float(v) for v in cells["ralp"].split("[")[1].split("]")[0].split("–"))
     assert low < 64 / 0.5 < high                           # the interval holds the true rate
+    assert all("]† ±" in cell for cell in cells.values())  # one launch each: marked, and the note says why
+    assert "† One launch (repeat) only" in markdown
+
+
+def _launch_rows(repeats, levels, seed=3):
+    """``repeats`` launches of ps and horovod (15 steps each, alternating as a sweep interleaves
+    them): each launch's level drawn with sd 5% around the strategy's ``levels``, steps 1% around it."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for repeat in range(repeats):
+        for strategy, level in levels.items():
+            t = rng.normal(level * rng.normal(1.0, 0.05), 0.01, 15)
+            rows.append(new_row(model="alexnet", workers=2, batch_size=32, strategy=strategy, cluster_mode="emulated",
+                                link_bps=1e9, status="ok", images_per_sec=64 * len(t) / t.sum(), repeat=repeat,
+                                step_times_s=json.dumps(t.tolist()), started_at="2026-12-02T10:00:00Z"))
+    return rows
+
+
+def test_repeats_are_launches_and_their_intervals_hold_the_spread_between_them(tmp_path):
+    from bench.report_summary import summarize
+    from bench.stats import launch_interval, pooled_interval
+
+    store = ResultStore(tmp_path / "results")
+    store.write_run(_launch_rows(3, {"ps": 1.0, "horovod": 0.97}), RUN_A)  # rows as stored runs keep them
+    df = store.load([RUN_A], quiet=True)
+    summary = summarize(df, [])
+    steps = summary.set_index("strategy").loc["ps", "step_times"]
+    assert [len(launch) for launch in steps] == [15, 15, 15]
+    assert steps[1] == json_steps(df, "ps", 1)  # launch order and values as stored
+    built = report.build_report(df)[0]
+    markdown, page = report.to_markdown(built), report.to_html(built)
+    cells = dict(zip(["ps", "horovod"], _table(markdown, "Throughput and speedup")[0][2:]))
+    assert "†" not in markdown and "One launch" not in page
+    assert "≈ ps" in cells["horovod"]  # 3% apart, launches 5% apart: not a significant difference
+    ips = summary.set_index("strategy").loc["ps", "images_per_step"]
+    rates = [ips / np.asarray(launch) for launch in steps]
+    low, high = (float(v.replace(",", "")) for v in cells["ps"].split("[")[1].split("]")[0].split("–"))
+    _, new_low, new_high = launch_interval(rates)
+    old_low, old_high = pooled_interval(rates)
+    assert (low, high) == pytest.approx((new_low, new_high), abs=0.06)  # the cell prints the interval over launches
+    assert high - low > 2 * (old_high - old_low)                           # wider than steps-as-independent
+
+
+def json_steps(df, strategy, repeat):
+    import json
+
+    (text,) = df[(df["strategy"] == strategy) & (df["repeat"] == repeat)]["step_times_s"]
+    return json.loads(text)
+
+
+def test_one_launch_intervals_are_marked_in_markdown_and_html():
+    built = report.build_report(pd.DataFrame(_launch_rows(1, {"ps": 1.0, "horovod": 0.5})))[0]
+    markdown, page = report.to_markdown(built), report.to_html(built)
+    cells = _table(markdown, "Throughput and speedup")[0][2:]
+    assert all("]† ±" in cell for cell in cells) and "× ps" in cells[1]  # one launch each: a verdict, marked
+    assert "† One launch (repeat) only" in markdown and "† One launch (repeat) only" in page
+    assert "]† ±" in page
 
 
 def test_speedups_are_over_the_best_measured_ps_layout_and_scaling_over_one_process():
@@ -293,3 +352,23 @@ def test_speedups_are_over_the_best_measured_ps_layout_and_scaling_over_one_proc
     assert "× ps)" not in cells[6] and "×" not in cells[2]                     # never over the slower one; single has none
     # images/sec(4) / (4 x 40): 31%, 50%, 62%, 100%
     assert _table(markdown, "Scaling efficiency") == [["alexnet", "4", "40.0", "31%", "50%", "62%", "100%"]]
+
+
+def test_interval_comparison_prints_the_pooled_interval_beside_the_one_over_launches(tmp_path):
+    from bench.errors import UserError
+    from bench.report_summary import interval_comparison
+
+    store = ResultStore(tmp_path / "results")
+    store.write_run(_launch_rows(3, {"ps": 1.0, "horovod": 0.97}), RUN_A)
+    text = interval_comparison(RUN_A, "alexnet", 2, "ps", results=tmp_path / "results")
+    head, medians, before, now = text.splitlines()
+    assert head == f"{RUN_A}: alexnet, 2 workers, ps: 3 launches of 15, 15, 15 timed steps"
+    assert before.startswith("  before: median of pooled steps, steps resampled as independent: ")
+    assert now.startswith("  now: mean of launch medians, interval over launches: ") and "2 df" in now
+
+    def width(line):
+        low, high = line.split("[")[1].split("]")[0].split("–")
+        return float(high) - float(low)
+    assert width(now) > 2 * width(before)
+    with pytest.raises(UserError, match="has 0 ok cells with step times for alexnet, 2 workers, ralp"):
+        interval_comparison(RUN_A, "alexnet", 2, "ralp", results=tmp_path / "results")
