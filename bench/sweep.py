@@ -15,19 +15,23 @@
 
 Configurations that share a cluster (workers, ps, link settings) run on one
 emulated cluster, brought up once. Everything is validated before anything runs.
+
+A path that names no file falls back to the sweep files shipped with the code (``shipped_root``), so
+``ralp-bench sweep sweeps/headline.toml`` works from any directory of an installed copy; a model file
+such a sweep names (``examples/custom_cnn.py:build``) is then read from the shipped copy too.
 """
 import dataclasses
 import itertools
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
-
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 from bench.config import RunConfig, check_repeats
 from bench.cpu_steal import check_max_steal
 from bench.errors import UserError
+from bench.models.sources import SAVED_SUFFIXES
 
 CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile", "cpus_per_host")
 RUN_KEYS = {f.name for f in dataclasses.fields(RunConfig)} - {"out", "dump_weights", "extra"}
@@ -50,12 +54,51 @@ class Sweep:
     points: List[SweepPoint]
     repeats: int = 1
     max_steal: Optional[float] = None
+    shipped_copy: Optional[Path] = None  # the shipped file read because the path asked for names none
+
+
+def shipped_root() -> Path:
+    """The tree holding the sweep files and examples the README names, laid out as the repository
+    root is (``sweeps/``, ``examples/``): ``bench/shipped`` in an installed wheel (pyproject.toml maps
+    them there), the checkout itself when running from source or an editable install."""
+    package = Path(__file__).resolve().parent
+    shipped = package / "shipped"
+    return shipped if shipped.is_dir() else package.parent
+
+
+def shipped_sweeps() -> List[str]:
+    """The shipped sweep files, as the README spells them (``sweeps/NAME.toml``)."""
+    return sorted(f"sweeps/{p.name}" for p in (shipped_root() / "sweeps").glob("*.toml"))
+
+
+def find_sweep(path) -> Tuple[Path, Optional[Path]]:
+    """(the file ``path`` names, the root its relative model files are read from: None for where
+    ralp-bench runs). A relative path that names no file here is looked up in ``shipped_root``."""
+    p = Path(path)
+    if p.is_file():
+        return p, None
+    shipped = shipped_root() / p
+    if not p.is_absolute() and shipped.is_file():
+        return shipped, shipped_root()
+    raise UserError(f"sweep file {str(path)!r} not found (from {os.getcwd()}); shipped ones: "
+                    f"{', '.join(shipped_sweeps()) or 'none'}")
+
+
+def model_under(spelling, root: Optional[Path]):
+    """``spelling`` with a relative model file (``file.py:function``, ``.keras``/``.h5``) made
+    absolute under ``root``; zoo names, ``keras:NAME``, modules and absolute paths unchanged."""
+    if root is None or not isinstance(spelling, str):
+        return spelling
+    target, sep, function = spelling.rpartition(":")
+    if sep and target.endswith(".py") and not os.path.isabs(target):
+        return f"{root / target}:{function}"
+    if spelling.lower().endswith(SAVED_SUFFIXES) and not os.path.isabs(spelling):
+        return str(root / spelling)
+    return spelling
 
 
 def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) -> Sweep:
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"sweep file {path!r} not found; see sweeps/ for examples")
+    p, model_root = find_sweep(path)
     try:
         spec = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -75,6 +118,8 @@ def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) 
             settings = {**defaults, **dict(zip(keys, combo))}
             if overrides:  # command-line flags beat the file
                 settings.update({k: v for k, v in overrides.items() if v is not None})
+            if "model" in settings:
+                settings["model"] = model_under(settings["model"], model_root)
             run_settings = {k: v for k, v in settings.items() if k in RUN_KEYS}
             cluster = {k: v for k, v in settings.items() if k in CLUSTER_KEYS}
             try:
@@ -89,4 +134,5 @@ def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) 
     except UserError as exc:
         raise UserError(f"{path}: {exc}") from None
     return Sweep(spec.get("name", p.stem), spec.get("description", ""), points,
-                 check_repeats(repeats if repeats is not None else spec.get("repeats")), limit)
+                 check_repeats(repeats if repeats is not None else spec.get("repeats")), limit,
+                 p if model_root else None)

@@ -80,6 +80,29 @@ def test_dry_run_estimates_each_point_from_the_cost_model_and_the_step_bounds(cl
 def test_missing_sweep_file_exits_2_with_one_line(cli, tmp_path):
     proc = cli("sweep", tmp_path / "none.toml")
     assert proc.returncode == 2 and "not found" in proc.stderr and "Traceback" not in proc.stderr
+    assert "shipped ones: sweeps/custom-model.toml, " in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_sweep_not_here_is_read_from_the_shipped_copy_with_its_model_file(tmp_path, monkeypatch):
+    """From a directory without sweeps/ (an installed copy: bench/shipped, tests/test_wheel.py; here
+    the checkout), the README's path still works, and so does the example model it names."""
+    from bench.sweep import model_under
+
+    monkeypatch.chdir(ROOT)
+    here = load_sweep("sweeps/custom-model.toml")
+    assert here.shipped_copy is None and {p.config.model for p in here.points} == {"examples/custom_cnn.py:build"}
+    monkeypatch.chdir(tmp_path)
+    elsewhere = load_sweep("sweeps/custom-model.toml")
+    assert elsewhere.shipped_copy == ROOT / "sweeps" / "custom-model.toml"
+    assert {p.config.model for p in elsewhere.points} == {f"{ROOT}/examples/custom_cnn.py:build"}
+    assert [p.config.strategy for p in elsewhere.points] == [p.config.strategy for p in here.points]
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "custom-model.toml").write_text("[[grid]]\nmodel = 'lenet_mnist'\n")
+    assert load_sweep("sweeps/custom-model.toml").points[0].config.model == "lenet_mnist"  # a file here wins
+    for unchanged in ("lenet_mnist", "keras:MobileNetV2", "mypackage.nets:build", "/abs/net.py:build", "/abs/m.h5"):
+        assert model_under(unchanged, tmp_path) == unchanged
+    assert model_under("nets/m.keras", tmp_path) == str(tmp_path / "nets" / "m.keras")
+    assert model_under("nets/m.py:build", None) == "nets/m.py:build"
 
 
 def _sweep(tmp_path, *extra):

@@ -4,9 +4,13 @@ Each check prints ok/FAIL with the version or the fix; optional capabilities
 (network namespaces, GPUs) are reported but do not fail the check, since a
 local run needs neither.
 """
+import glob
 import os
 import shutil
 import subprocess
+import sys
+
+from bench.environment import package_version
 
 
 def register(subparsers):
@@ -25,12 +29,25 @@ def _tensorflow():
     return True, f"{tf.__version__} ({len(gpus)} GPU(s) visible)"
 
 
+def _horovod_wheel():
+    """The Horovod wheel ci/setup.sh built and cached for this TensorFlow and Python, if any: an install
+    from a wheel (README, "Install as a package") then needs one `pip install` of it, not a build."""
+    cache = os.environ.get("RALP_CACHE") or os.path.expanduser("~/.cache/ralp-bench")
+    tf = package_version("tensorflow-cpu", "tensorflow")
+    pattern = f"horovod-0.28.1-tf{tf}-cp{sys.version_info[0]}{sys.version_info[1]}-*/horovod-*.whl"
+    found = sorted(glob.glob(os.path.join(cache, "wheels", pattern)))
+    return found[-1] if found else None
+
+
 def _horovod():
     try:
         import horovod
         import horovod.tensorflow as hvd
     except ImportError as exc:
-        return False, f"horovod.tensorflow not importable ({exc}); run ci/setup.sh (builds Horovod 0.28.1)"
+        wheel = _horovod_wheel()
+        fix = (f"pip install {wheel} (the wheel ci/setup.sh built)" if wheel else "build Horovod 0.28.1 "
+               "against this TensorFlow: ci/setup.sh in a checkout, or README \"Install as a package\"")
+        return False, f"horovod.tensorflow not importable ({exc}); {fix}"
     frameworks = "TensorFlow"
     controllers = [n for n, ok in (("MPI", hvd.mpi_built()), ("Gloo", hvd.gloo_built())) if ok]
     ops = [n for n, ok in (("NCCL", hvd.nccl_built()), ("DDL", hvd.ddl_built()), ("CCL", hvd.ccl_built()),

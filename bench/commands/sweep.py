@@ -21,7 +21,8 @@ def register(subparsers):
     from bench.commands.run import add_cluster_arguments
 
     p = subparsers.add_parser("sweep", help="run a sweep file (grid of configurations) and report it")
-    p.add_argument("file", help="sweep definition (TOML), e.g. sweeps/main.toml")
+    p.add_argument("file", help="sweep definition (TOML), e.g. sweeps/main.toml (the shipped copy when there is no "
+                                "such file here)")
     p.add_argument("--steps", type=int, default=None, help="override every point's timed steps")
     p.add_argument("--compression", default=None, help="override every point's codec")
     add_cluster_arguments(p)
@@ -46,6 +47,8 @@ def run(args):
 
     sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats,
                        max_steal=args.max_steal)
+    if sweep.shipped_copy:
+        print(f"ralp-bench: no {args.file} here; using the shipped {sweep.shipped_copy}", file=sys.stderr)
     for ds, data_dir in {(p.config.dataset, p.config.data_dir) for p in sweep.points}:
         validate_data(ds, data_dir)
     from bench.planning import settle_model
