@@ -108,8 +108,16 @@ def run_capped(cores: Optional[float], argv, timeout_s: float = 600) -> Dict:
             cg.remove(group.path)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
-        raise UserError(f"calibration {' '.join(map(str, argv))} failed: {out.stderr.strip()[-400:]}")
+        raise UserError(f"calibration {' '.join(map(str, argv))} failed: {_reason(out)}")
     return json.loads(lines[-1])
+
+
+def _reason(out) -> str:
+    """Why the subprocess failed, in one line: its last line on stderr (main's message, or the
+    exception line that ends a traceback), never a fragment of the traceback (its stderr also
+    carries Keras warnings, so the last line, not the whole text)."""
+    lines = out.stderr.strip().splitlines()
+    return lines[-1][-300:] if lines else f"exit status {out.returncode} and no output"
 
 
 def _quota_label(cores: Optional[float]) -> str:
@@ -270,13 +278,17 @@ def _measure_model(described: str, batch: int, workers: int, cut: Optional[str])
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[0] == "hardware":
-        result = _measure_hardware()
-    elif argv[0] == "model":
-        result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
-    else:
-        raise SystemExit('usage: python -m bench.calibration hardware | model \'["NAME", "H,W,C", CLASSES]\' BATCH '
-                         'WORKERS CUT')
+    try:
+        if argv[0] == "hardware":
+            result = _measure_hardware()
+        elif argv[0] == "model":
+            result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
+        else:
+            raise SystemExit('usage: python -m bench.calibration hardware | model \'["NAME", "H,W,C", CLASSES]\' '
+                             'BATCH WORKERS CUT')
+    except UserError as exc:  # the driver shows this line (run_capped), not a traceback
+        print(exc, file=sys.stderr)
+        raise SystemExit(exc.exit_code)
     print(json.dumps(result), flush=True)
 
 

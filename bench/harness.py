@@ -1,12 +1,10 @@
 """Run configurations through a launcher and turn what ranks report into result rows.
 
 Data flows one way: RunConfig -> plan (analyzer) -> launch (mpirun) -> rank 0's
-JSON -> row (measured figures beside the cost model's). A configuration that
+JSON (RALP-RESULT lines in mpirun's output: the driver need not share a filesystem with any rank) -> row (measured figures beside the cost model's). A configuration that
 fails becomes a row with status "failed" and the reason, never a dropped row.
 """
 import json
-import os
-import tempfile
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
@@ -16,14 +14,15 @@ from bench.config import RunConfig
 from bench.cpu_steal import cpu_times, steal_share
 from bench.errors import RunFailed, UserError, one_line, traceback_to_log
 from bench.launch.base import Launcher, run_mpirun
-from bench.rank_result import RankResult
+from bench.rank_result import RankResult, ResultReceiver
 from bench.roles import RankLayout
 from bench.strategy_specs import spec_of
 
-def rank_argv(cfg: RunConfig, strategy: str, out: str) -> List[str]:
+def rank_argv(cfg: RunConfig, strategy: str, out: Optional[str] = None) -> List[str]:
     """The flags of ``python -m bench.run`` for ``cfg``: every rank setting (RunConfig.rank_fields),
-    so a new setting reaches the ranks without a list to keep in step."""
-    argv = ["--strategy", strategy, "--out", out]
+    so a new setting reaches the ranks without a list to keep in step. Without ``out`` rank 0
+    sends its result in its output (what run_one reads)."""
+    argv = ["--strategy", strategy] + (["--out", out] if out else [])
     for name in RunConfig.rank_fields():
         value = getattr(cfg, name)
         if isinstance(value, bool):
@@ -66,23 +65,18 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
                                                  cfg.horovod_autotune)
     cfg = replace(cfg, compression=plan.compression)  # ranks and predictions get the concrete codec
     layout = RankLayout.for_run(cfg, strategy)
-    fd, out = tempfile.mkstemp(prefix="ralp-rank0-", suffix=".json")
-    os.close(fd)
-    os.unlink(out)
+    received = ResultReceiver()
     try:
-        spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut), strategy, out))
+        spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut), strategy))
         times_before = cpu_times()
         run_mpirun(spec, timeout_s=deadline_for(cfg), layout=layout, on_progress=on_progress, echo=echo,
-                   result_path=out, log_label=f"{cfg.model}-{strategy}-w{cfg.workers}")
-        with open(out) as f:
-            result = RankResult.from_json(f.read())
+                   result=received, log_label=f"{cfg.model}-{strategy}-w{cfg.workers}")
+        result = RankResult.from_json(received.text())
         row["cpu_steal"] = steal_share(times_before, cpu_times())
     except RunFailed as exc:
         return {**row, **_predicted(cfg, strategy, cut), "status": "failed", "failure": str(exc)}
     finally:
         launcher.after_run()
-        if os.path.exists(out):
-            os.unlink(out)
     return {**row, **_predicted(cfg, strategy, cut), **measured_fields(cfg, result), "status": "ok",
             "failure": None}
 
@@ -107,14 +101,12 @@ def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
     prediction hid a broken calibration once (issue 33)."""
     import sys
 
-    from bench.errors import UserError
     from bench.planning import predict
 
     try:
         p = predict(cfg, strategy, cut)
     except UserError as exc:
-        print(f"ralp-bench: warning: no prediction for {cfg.model} {strategy}: {' '.join(str(exc).split())}",
-              file=sys.stderr)
+        print(f"ralp-bench: warning: no prediction for {cfg.model} {strategy}: {one_line(exc)}", file=sys.stderr)
         p = None
     if p is None:
         return {}

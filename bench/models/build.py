@@ -5,6 +5,10 @@ without TensorFlow; here a spec becomes a ``tf.keras.Model``. ``check_built`` is
 driver runs once before any rank starts: every strategy needs a functional or Sequential
 graph (the profiler and RALP's cut read its layers), a fixed input shape (the data is shaped
 from it) and logits out (every strategy uses the same ``from_logits`` loss).
+
+Every build starts Keras's layer-name counters afresh (``fresh_layer_names``): a user's layers
+are rarely named by hand, and a cut travels between processes as a layer name, so one spelling
+must name its layers alike in the driver, the calibration subprocess and every rank.
 """
 import importlib
 import importlib.util
@@ -26,6 +30,7 @@ def get_model(model: Union[str, ModelSpec], seed: int = None):
     import tensorflow as tf
 
     spec = model if isinstance(model, ModelSpec) else get_spec(model)
+    fresh_layer_names()
     if seed is not None:
         tf.keras.utils.set_random_seed(seed)
     if spec.kind == "zoo":
@@ -40,6 +45,20 @@ def get_model(model: Union[str, ModelSpec], seed: int = None):
             raise UserError(f"--model {spec.name!r}: the file does not load as a Keras model "
                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
     return _from_function(spec)
+
+
+def fresh_layer_names():
+    """Restart Keras's layer-name counters, so a model built here is named as in any process.
+
+    A layer not named by hand gets a per-process number (``flatten``, then ``flatten_1`` in the
+    process's second build). The driver builds a model several times (check, profile), the
+    calibration subprocess and every rank once each: without this, the cut the driver picks
+    ('flatten_1') names no layer on a rank ('flatten'). Only the name counters are reset:
+    ``clear_session`` would also drop the default graph and the eager kernel cache under a rank
+    already connected to its TF cluster."""
+    import tensorflow as tf
+
+    tf.keras.backend.reset_uids()
 
 
 def _keras_application(spec: ModelSpec):
