@@ -21,6 +21,7 @@ from typing import Tuple, Union
 
 from bench.errors import UserError
 from bench.models.registry import ModelSpec, get_spec
+from bench.models.sources import importable_from_cwd
 
 
 def get_model(model: Union[str, ModelSpec], seed: int = None):
@@ -90,6 +91,7 @@ def _from_function(spec: ModelSpec):
             sys.modules[module_name] = module
             found.loader.exec_module(module)
         else:
+            importable_from_cwd()
             module = importlib.import_module(target)
     except UserError:
         raise

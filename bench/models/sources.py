@@ -98,6 +98,7 @@ def model_file(spec) -> Optional[str]:
             return target
         import importlib.util
 
+        importable_from_cwd()
         try:
             found = importlib.util.find_spec(target)
         except (ImportError, ValueError) as exc:
@@ -130,3 +131,14 @@ def check_digest(spec, expected: Optional[str], host: str = ""):
     if got != expected:
         raise UserError(f"--model {spec.name!r}: {path} on host {host or '?'} differs from the driver's (sha256 "
                         f"{got[:12]} != {expected[:12]}); copy the same file to every host")
+
+
+def importable_from_cwd():
+    """Put the working directory on the module path, as ``python -m`` does: ``--model
+    mypackage.nets:build`` then finds a package beside the user, whether ``ralp-bench`` runs
+    as a console script (whose path starts at its bin directory) or as ``python -m``."""
+    import sys
+
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
