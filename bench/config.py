@@ -240,7 +240,7 @@ class RunConfig:
             raise UserError(f"--calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         if self.train_to_accuracy is not None and self.eval_every < 1:
             self.eval_every = 10
-        return self
+        return smoke_limits(self)
 
 
 def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
@@ -271,9 +271,30 @@ def add_setting_arguments(p: argparse.ArgumentParser, where: str, multi_strategy
 
 
 def check_repeats(repeats) -> int:
-    """--repeats: at least 1 (default 1)."""
+    """--repeats: at least 1 (default 1); one under RALP_SMOKE."""
     if repeats is None:
         return 1
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise UserError(f"--repeats must be a positive integer, got {repeats!r}")
-    return repeats
+    return 1 if smoke() else repeats
+
+
+SMOKE_STEPS, SMOKE_WARMUP = 2, 1
+
+
+def smoke() -> bool:
+    """RALP_SMOKE=1: the README's one documented override, so its commands run as typed in CI
+    (tests/test_readme.py) in minutes: every run takes SMOKE_WARMUP warm-up and at most
+    SMOKE_STEPS timed steps, one repeat, no --target-ci; a sweep runs its first point of each
+    strategy (bench/sweep.py). Everything else (models, clusters, links, rows) is as typed."""
+    return os.environ.get("RALP_SMOKE", "") not in ("", "0")
+
+
+def smoke_limits(cfg: "RunConfig") -> "RunConfig":
+    if smoke():
+        cfg.steps = min(cfg.steps, SMOKE_STEPS)
+        cfg.warmup_steps = min(cfg.warmup_steps, SMOKE_WARMUP)
+        cfg.target_ci = cfg.max_steps = cfg.time_cap = None
+        if cfg.train_to_accuracy is not None:
+            cfg.train_to_accuracy, cfg.eval_every = None, 0
+    return cfg

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from bench.config import RunConfig, check_repeats
+from bench.config import RunConfig, check_repeats, smoke
 from bench.cpu_steal import check_max_steal
 from bench.errors import UserError
 from bench.models.sources import SAVED_SUFFIXES
@@ -108,6 +108,7 @@ def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) 
     grids = spec.get("grid") or [{}]
     points = []
     for number, grid in enumerate(grids, 1):
+        seen = set()  # under RALP_SMOKE: (strategy, PS layout) already taken from this grid
         keys = list(grid)
         for key in keys + list(defaults):
             if key not in RUN_KEYS and key not in CLUSTER_KEYS:
@@ -126,6 +127,9 @@ def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) 
                 cfg = RunConfig(**run_settings).validate()
             except TypeError as exc:
                 raise UserError(f"{path}: grid {number}: {exc}") from None
+            if smoke() and (cfg.strategy, cfg.ps_placement) in seen:
+                continue  # the README test's override: the first point of each strategy per grid
+            seen.add((cfg.strategy, cfg.ps_placement))
             points.append(SweepPoint(cfg, cluster))
     if not points:
         raise UserError(f"{path}: the grid is empty")

@@ -232,3 +232,24 @@ def test_the_report_counts_step_time_cells_within_the_bar_by_cpu_steal():
                           "cpu_steal": [0.01, 0.02, 0.3, None]})
     assert step_time_bar(cells) == ("Step time within ±20% of the cost model: 2 of 4 cells; 1 of 2 measured under "
                                     "≤ 5% CPU steal, 1 of 1 above it.")
+
+
+def test_smoke_override_keeps_the_first_point_of_each_strategy_per_grid(monkeypatch):
+    """RALP_SMOKE=1 (the README test's one override): each [[grid]] keeps its first point of
+    every (strategy, PS layout), with at most two timed steps and one warm-up, one repeat."""
+    import tomllib
+
+    from bench.sweep import load_sweep
+
+    full = load_sweep("sweeps/headline.toml")
+    monkeypatch.setenv("RALP_SMOKE", "1")
+    small = load_sweep("sweeps/headline.toml")
+    grids = tomllib.loads(open("sweeps/headline.toml").read())["grid"]
+    kinds = {(p.config.strategy, p.config.ps_placement) for p in full.points}
+    assert len(kinds) <= len(small.points) <= len(kinds) * len(grids) < len(full.points)
+    assert {(p.config.strategy, p.config.ps_placement) for p in small.points} == kinds
+    assert all(p.config.steps <= 2 and p.config.warmup_steps <= 1 and p.config.target_ci is None
+               for p in small.points)
+    assert small.repeats == 1 and full.repeats == 2
+    accuracy = load_sweep("sweeps/main.toml")
+    assert all(p.config.train_to_accuracy is None for p in accuracy.points)

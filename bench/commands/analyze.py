@@ -12,15 +12,20 @@ over 1..--ps PS hosts and its micro-batches; --plot overlays the step times meas
 result store (``--results``) on links of the same rate, so a prediction can be read against
 what the emulated cluster did.
 """
+import argparse
 import json
 from dataclasses import asdict
 
 from bench.commands.analyze_plot import label_of
+from bench.cli_help import examples
 from bench.errors import UserError
 
 
 def register(subparsers):
-    p = subparsers.add_parser("analyze", help="profile a model and predict sync PS / Horovod / FC-on-PS step times")
+    p = subparsers.add_parser("analyze", help="profile a model and predict sync PS / Horovod / FC-on-PS step times",
+                              formatter_class=argparse.RawDescriptionHelpFormatter, epilog=examples(
+                                  "ralp-bench analyze --model vgg16 --workers 8 --bandwidth 10gbit",
+                                  "ralp-bench analyze --model alexnet --hardware v100-10gbe --workers 16 --ps 2"))
     p.add_argument("--model", required=True,
                    help="a zoo name (see `ralp-bench models`), keras:NAME, a .keras/.h5 file, or module:function / "
                         "file.py:function returning a tf.keras.Model")

@@ -4,14 +4,19 @@ Cluster: ``--cluster emulated`` (namespaces + tc, the default where root and
 namespaces are available), ``local`` (loopback: no link shaping, no per-host
 bytes) or ``hosts --hostfile F`` (a real cluster through mpirun).
 """
+import argparse
 import sys
 
 from bench.config import RunConfig, add_run_arguments, add_setting_arguments
+from bench.cli_help import examples
 from bench.errors import UserError
 
 
 def register(subparsers):
-    p = subparsers.add_parser("run", help="run strategies side by side and record result rows")
+    p = subparsers.add_parser("run", help="run strategies side by side and record result rows",
+                              formatter_class=argparse.RawDescriptionHelpFormatter, epilog=examples(
+                                  "ralp-bench run --model lenet_mnist --strategy ps,horovod,ralp --workers 2",
+                                  "ralp-bench run --model alexnet_cifar --strategy auto --workers 2 --bandwidth 100mbit"))
     add_run_arguments(p, multi_strategy=True)
     add_cluster_arguments(p)
     p.set_defaults(func=run)
@@ -22,6 +27,13 @@ def add_cluster_arguments(p):
                    help="where ranks run (default: emulated when possible, else local)")
     add_setting_arguments(p, "cluster")  # --ps-bandwidth, --latency, --cpus-per-host (RunConfig's)
     p.add_argument("--hostfile", default=None, help="--cluster hosts: Open MPI hostfile ('node slots=N')")
+    p.add_argument("--env", action="append", default=None, metavar="NAME[=VALUE]",
+                   help="--cluster hosts: also forward this variable to every rank (NAME alone: its value here); "
+                        "repeatable. Forwarded anyway when set: PATH, LD_LIBRARY_PATH, PYTHONPATH, NCCL_*, CUDA_*, "
+                        "HOROVOD_*, UCX_*, RALP_*; rows record the names, never the values")
+    p.add_argument("--mpirun-arg", action="append", default=None, metavar="ARG",
+                   help="--cluster hosts: extra mpirun words, split as a shell would, repeatable; a value that "
+                        "starts with - needs '=': --mpirun-arg=\"--mca plm_rsh_agent 'ssh -F cfg'\"")
     p.add_argument("--scale-to", default=None,
                    help="emulated: set link rates so this machine's compute/network ratio matches a preset")
     p.add_argument("--no-link-check", action="store_true",

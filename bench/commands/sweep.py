@@ -11,6 +11,8 @@ import argparse
 import sys
 from itertools import groupby
 
+from bench.cli_help import examples
+
 # A journaled row stands for the sweep point with the same values of these fields.
 POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "ps", "ps_placement", "strategy",
                 "compression", "steps",
@@ -20,7 +22,10 @@ POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "p
 def register(subparsers):
     from bench.commands.run import add_cluster_arguments
 
-    p = subparsers.add_parser("sweep", help="run a sweep file (grid of configurations) and report it")
+    p = subparsers.add_parser("sweep", help="run a sweep file (grid of configurations) and report it",
+                              formatter_class=argparse.RawDescriptionHelpFormatter, epilog=examples(
+                                  "ralp-bench sweep sweeps/quick.toml --dry-run",
+                                  "ralp-bench sweep sweeps/quick.toml"))
     p.add_argument("file", help="sweep definition (TOML), e.g. sweeps/main.toml (the shipped copy when there is no "
                                 "such file here)")
     p.add_argument("--steps", type=int, default=None, help="override every point's timed steps")

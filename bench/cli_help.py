@@ -1,0 +1,10 @@
+"""Examples for a command's --help, in one format that tests/test_readme.py finds and runs.
+
+Every example a help text shows is a command a user will paste, so it must work as typed:
+the README test collects the lines this function writes (two spaces, then ``ralp-bench``)
+from every command's ``--help`` and runs them like the README's own blocks.
+"""
+
+
+def examples(*commands: str) -> str:
+    return "examples:\n" + "\n".join(f"  {command}" for command in commands)
