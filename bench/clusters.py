@@ -24,6 +24,8 @@ def link_from_args(args, workers: int, cpus_per_host) -> LinkSpec:
 def make_launcher(args, workers: int, ps: int):
     """Pick and configure the launcher; errors here come before anything starts."""
     mode = args.cluster
+    if mode != "hosts":
+        _refuse_passthrough(args)
     if mode == "auto":
         from bench.launch.netns import can_emulate
 
@@ -37,10 +39,11 @@ def make_launcher(args, workers: int, ps: int):
 
         return LocalLauncher()
     if mode == "hosts":
-        from bench.launch.hosts import HostsLauncher
+        from bench.launch.hosts import HostsLauncher, parse_env, parse_mpirun_args
 
         link = link_from_args(args, workers, None) if args.bandwidth else None
-        return HostsLauncher(args.hostfile, args.network, link)
+        return HostsLauncher(args.hostfile, args.network, link, env=parse_env(getattr(args, "env", None)),
+                             mpirun_args=parse_mpirun_args(getattr(args, "mpirun_arg", None)))
     if mode != "emulated":
         raise UserError(f"--cluster must be auto, emulated, local or hosts; got {mode!r}")
     from bench.launch.emulated_cluster import default_cpus_per_host
@@ -50,6 +53,14 @@ def make_launcher(args, workers: int, ps: int):
     cpus = default_cpus_per_host(ps + workers) if cpus is None else float(cpus)
     return EmulatedLauncher(workers, ps, link_from_args(args, workers, cpus), cpus_per_host=cpus,
                             link_check=not getattr(args, "no_link_check", False))
+
+
+def _refuse_passthrough(args):
+    """--env/--mpirun-arg only mean something where ranks start over ssh with sshd's environment."""
+    for flag in ("env", "mpirun_arg"):
+        if getattr(args, flag, None):
+            raise UserError(f"--{flag.replace('_', '-')} is for --cluster hosts (ranks over ssh); local and emulated "
+                            "ranks inherit the driver's whole environment: set variables (OMPI_MCA_* for mpirun) there")
 
 
 def apply_cluster(cfg, launcher):

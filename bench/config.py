@@ -99,8 +99,11 @@ class RunConfig:
     calibration: str = setting(None, "cost model's compute figures: the model's own step timed on one host (model) "
                                "or conv/matmul micro-benchmarks (hardware)", choices=CALIBRATIONS,
                                factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
-    out: Optional[str] = setting(None, "result JSON written by rank 0", cli=("rank",), rank=False)
-    dump_weights: Optional[str] = setting(None, "rank 0 saves final trainable weights (.npz)", cli=("rank",))
+    out: Optional[str] = setting(None, "rank 0 writes the result JSON to this file on its own host (default: "
+                                 "RALP-RESULT lines on stdout; python -m bench.rank_result < OUTPUT decodes them)",
+                                 cli=("rank",), rank=False)
+    dump_weights: Optional[str] = setting(None, "rank 0 saves final trainable weights (.npz) to this path on its own "
+                                          "host", cli=("rank",))
     extra: dict = setting(None, cli=(), rank=False, factory=dict)
 
     def link(self, default_bandwidth: str):

@@ -6,7 +6,7 @@ Order of events (every rank):
  3. PS and worker ranks start a TF server; everyone waits until all are up;
  4. the chief (or every Horovod worker) trains through bench/trainer.py while
     serving ranks answer traffic-meter rounds until the chief says stop;
- 5. rank 0 (the chief, or Horovod rank 0) writes the result JSON.
+ 5. rank 0 (the chief, or Horovod rank 0) hands over the result (``_write``).
 Every exit path calls MPI_Finalize, then leaves with os._exit: TF's gRPC
 threads can keep a process alive after Python's main thread is done.
 """
@@ -210,8 +210,15 @@ def _select_gpu(role, local_rank=None):
 
 
 def _write(cfg, result):
+    """Rank 0's result: to --out FILE on this rank's host (a user's own mpirun), else as
+    RALP-RESULT lines on stdout, which mpirun brings to the driver wherever it runs: the
+    driver's /tmp is not this host's (bench/rank_result.py)."""
     if not cfg.out:
-        print(result.to_json(), flush=True)
+        from bench.rank_result import result_lines
+
+        sys.stdout.flush()
+        for line in result_lines(result.to_json()):
+            os.write(1, line.encode())  # one write per line: never split by this process
         return
     tmp = cfg.out + ".tmp"
     with open(tmp, "w") as f:

@@ -23,6 +23,7 @@ FIELD_TYPES = {
     "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
     "latency_s": _FLOAT, "scaled_to": _STR, "cpus_per_host": _FLOAT, "link_pattern": _STR,
     "link_efficiency": _FLOAT,
+    "env_forwarded": _STR,  # names (never values) of the variables the driver forwarded to the ranks
     "model": _STR, "input_shape": _STR, "classes": _INT, "model_sha256": _STR, "dataset": _STR,
     "batch_size": _INT, "micro_batches": _INT, "global_batch": _INT, "workers": _INT,
     "ps": _INT, "ps_placement": _STR, "strategy": _STR, "plan": _STR, "cut_layer": _STR, "compression": _STR,

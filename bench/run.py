@@ -4,7 +4,9 @@
 can run it under your own ``mpirun -H host1,host2,...``. Roles come from
 ranks (bench/roles.py): rank 0 is the chief/client and should sit on the PS
 host, ranks 1..S are PS tasks, the rest workers; horovod needs only W ranks.
-Rank 0 writes the result JSON to --out.
+Rank 0 writes the result JSON to ``--out FILE`` on rank 0's own host (as ``--dump-weights``
+does its .npz); without ``--out`` it prints the result as RALP-RESULT lines, which mpirun
+brings back to wherever mpirun runs: what ``ralp-bench run`` reads (bench/rank_result.py).
 """
 import argparse
 import os

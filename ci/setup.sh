@@ -3,6 +3,7 @@
 #
 # What it does, each step skipped when already satisfied:
 #   1. system packages: Open MPI (mpirun + headers for Horovod/mpi4py), iproute2 (ip, tc),
+#      openssh-server (sshd on the emulated ssh hosts, bench/launch/ssh_hosts.py),
 #      chromium + chromium-driver (tests/test_browser.py opens the published pages)
 #   2. a virtual environment in .venv with the pinned requirements
 #   3. Horovod 0.28.1 built against that TensorFlow with MPI + Gloo, the wheel
@@ -26,6 +27,7 @@ command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
   || ls /usr/lib/*/openmpi/include/mpi.h >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

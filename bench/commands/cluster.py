@@ -1,16 +1,21 @@
-"""`ralp-bench cluster up|status|down`: manage an emulated cluster by hand.
+"""`ralp-bench cluster up|status|exec|down`: manage an emulated cluster by hand.
 
 Why: a cluster brought up here persists after the command exits (its owner
 is "manual"), so several runs, or a user's own mpirun, can share it; stale
-cleanup never removes a manual cluster, only `cluster down` does.
+cleanup never removes a manual cluster, only `cluster down` does. With
+``--ssh`` its hosts are machines reached over ssh (bench/launch/ssh_hosts.py)
+and ``cluster exec`` runs a command on one of them, the login host by default.
 """
+import argparse
 import os
 import re
 
 from bench.errors import UserError
 from bench.launch import netns as nx
+from bench.launch.cluster_state import cluster_dir
 from bench.launch.emulated_cluster import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
                                    find_stale, owner_alive, read_states)
+from bench.launch.ssh_hosts import SshCluster, paths
 from ralp.hardware import format_bandwidth
 from ralp.links import LinkSpec  # one parser for the whole suite
 
@@ -28,8 +33,15 @@ def register(subparsers):
                     help="CPU cores each host may use (cgroup cap; default: this machine's cores / hosts; 0: none)")
     up.add_argument("--no-link-check", action="store_true",
                     help="skip measuring each traffic pattern's share of the line rate")
+    up.add_argument("--ssh", action="store_true",
+                    help="hosts behave like separate machines: own hostname, /tmp and sshd, a login host for the "
+                         "driver; prints a hostfile for --cluster hosts")
     st = sub.add_parser("status", help="show emulated clusters: namespaces, addresses, rates, owner")
     st.add_argument("--name", default=None, help="only this cluster")
+    ex = sub.add_parser("exec", help="run a command on a machine of an --ssh cluster (default: its login host)")
+    ex.add_argument("--name", default="ralp", help="the cluster (default ralp)")
+    ex.add_argument("--on", default="login", help="the machine: login (default) or a host name such as h1")
+    ex.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     down = sub.add_parser("down", help="remove a cluster (and any stale ones)")
     down.add_argument("--name", default="ralp", help="cluster to remove (default ralp)")
     p.set_defaults(func=run, cluster_parser=p)
@@ -41,6 +53,8 @@ def run(args):
         return _up(args)
     if action == "status":
         return _status(args)
+    if action == "exec":
+        return _exec(args)
     if action == "down":
         return _down(args)
     args.cluster_parser.print_help()
@@ -49,8 +63,9 @@ def run(args):
 
 def _up(args):
     link = LinkSpec.parse(args.bandwidth, args.ps_bandwidth, args.latency)
-    cluster = EmulatedCluster(args.hosts, link.worker_bps, link.latency_s, link.ps_bps,
-                              name=args.name, manual=True, cpus_per_host=args.cpus_per_host)
+    kind = SshCluster if args.ssh else EmulatedCluster
+    cluster = kind(args.hosts, link.worker_bps, link.latency_s, link.ps_bps,
+                   name=args.name, manual=True, cpus_per_host=args.cpus_per_host)
     cluster.up()
     cpus = f"{cluster.cpus_per_host:.2f} cores each (cgroup cap)" if cluster.cpus_per_host else "no CPU cap"
     print(f"emulated cluster {cluster.name!r} up: {len(cluster.hosts)} hosts on {cluster.subnet}, {cpus}")
@@ -59,10 +74,31 @@ def _up(args):
         print(f"  {host.netns:<14} {host.ip:<13} {host.iface}  {format_bandwidth(host.bandwidth_bps, flag=True)}{role}")
     if not args.no_link_check and len(cluster.hosts) >= 2:
         print_link_table(cluster)
-    print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD   (network only; runs of ralp-bench "
-          "also enter the host's CPU group)")
+    if args.ssh:
+        print_ssh_usage(cluster)
+    else:
+        print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD   (network only; runs of ralp-bench "
+              "also enter the host's CPU group)")
     print(f"remove it:      ralp-bench cluster down --name {cluster.name}")
     return 0
+
+
+def print_ssh_usage(cluster):
+    """Where an ssh cluster's hostfile and ssh config are, and how to run on it."""
+    files, login, name = cluster.files, cluster.login, cluster.name
+    with open(files["hostfile"]) as fh:
+        hostfile = ", ".join(line.strip() for line in fh if line.strip())
+    print("machines: every host has its own hostname, /tmp, /dev/shm, /run and sshd (root, key only); "
+          "the project directory is shared")
+    print(f"  login host  {login.name} {login.ip}: not in the hostfile; the driver runs there")
+    print(f"  hostfile    {files['hostfile']}   ({hostfile})")
+    print(f"  ssh config  {files['config']}   (ssh -F CONFIG h1 hostname; inside the machines plain ssh h1, "
+          f"and mpirun's plm_rsh_agent is \"ssh -F CONFIG\")")
+    print("run a comparison from the login host:")
+    print(f"  ralp-bench cluster exec --name {name} -- ralp-bench run --cluster hosts --hostfile {files['hostfile']} "
+          f"--network {cluster.subnet} --model lenet_mnist --strategy ps,horovod,ralp "
+          f"--workers {len(cluster.hosts) - 1}")
+    print(f"a shell on a host:  ralp-bench cluster exec --name {name} --on {cluster.hosts[-1].name} -- bash")
 
 
 def print_link_table(cluster, patterns=None, seconds=1.0):
@@ -113,6 +149,10 @@ def _status(args):
             down_rate = nx.qdisc_summary(f"{name}-sw", host["name"]) if present else []
             print(f"  {host['netns']:<14} {host['ip']:<13} {'present' if present else 'MISSING':<8}"
                   f" up: {_rate_of(up_rate)}  down: {_rate_of(down_rate)}")
+        if state.get("ssh"):
+            files = paths(cluster_dir(name))
+            print(f"  ssh machines (login host {name}-login): hostfile {files['hostfile']}, "
+                  f"ssh config {files['config']}")
     return 0
 
 
@@ -124,6 +164,15 @@ def _rate_of(qdisc_lines):
     if not rate:
         return "-"
     return rate.group(1) + (f" delay {delay.group(1)}" if delay else "")
+
+
+def _exec(args):
+    """Replace this process with the command, run on the machine: its exit status is the command's."""
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UserError("give the command after --, e.g. ralp-bench cluster exec --name ralp -- hostname")
+    argv = SshCluster.attach(args.name).enter_argv(args.on, command)
+    os.execvp(argv[0], argv)
 
 
 def _down(args):

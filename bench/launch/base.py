@@ -147,37 +147,39 @@ class LaunchStalled(RunFailed):
 # cause of the old stalls: daemonized orteds lost on the way (5 of 65 launches on 4 hosts),
 # which left mpirun waiting forever; none in 100 attached launches.
 STARTUP_S = 300.0
-EXIT_GRACE_S = 60.0  # once rank 0 wrote its result, how long the ranks get to exit
+EXIT_GRACE_S = 60.0  # once rank 0 handed over its result, how long the ranks get to exit
 
 
 def run_mpirun(spec: LaunchSpec, *, timeout_s: float, layout: RankLayout,
                on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
-               result_path: Optional[str] = None, log_label: str = "launch") -> str:
+               result=None, log_label: str = "launch") -> str:
     """Run one launch to completion; return its stdout. Raise RunFailed naming the failed rank
     in one line, which names the log file that keeps the launch's whole output (every rank's
     tracebacks included); the log of a launch that succeeded is removed.
 
-    If rank 0 has written ``result_path`` but the job does not exit within
-    EXIT_GRACE_S (a rank stuck in MPI_Finalize or in TF's shutdown), the
-    group is killed and the result kept: the measurement is complete."""
+    ``result`` (a bench.rank_result.ResultReceiver) collects rank 0's RALP-RESULT lines from
+    the output; a launch that exits 0 without all of them fails. Once it is complete, a job
+    that does not exit within EXIT_GRACE_S (a rank stuck in MPI_Finalize or in TF's shutdown)
+    is killed and the result kept: the measurement is complete."""
     log_path = log_file(log_label)
     with open(log_path, "w") as log:
         try:
-            output = _run_logged(spec, timeout_s, layout, on_progress, echo, result_path, log)
+            output = _run_logged(spec, timeout_s, layout, on_progress, echo, result, log)
         except RunFailed as exc:
             raise type(exc)(f"{one_line(str(exc))}; full output: {log_path}") from None
     os.unlink(log_path)
     return output
 
 
-def _run_logged(spec, timeout_s, layout, on_progress, echo, result_path, log) -> str:
+def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
     env = {**os.environ, **BASE_ENV, **spec.env}
     world = layout.world
     proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True, bufsize=1)
     lines: deque = deque(maxlen=400)
     phases: Dict[int, str] = {}
-    reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo, log), daemon=True)
+    reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo, log, result),
+                              daemon=True)
     reader.start()
     started = time.monotonic()
     deadline = started + timeout_s
@@ -189,7 +191,7 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result_path, log) ->
                 reader.join(5)
                 missing = [layout.describe(r) for r in range(world) if r not in phases]
                 raise LaunchStalled(f"mpirun did not start {', '.join(missing)} within {STARTUP_S:.0f}s")
-            if result_path and finished_at is None and os.path.exists(result_path):
+            if result is not None and finished_at is None and result.complete:
                 finished_at = time.monotonic()
             if finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
                 lines.append(f"ralp-bench: note: ranks did not exit {EXIT_GRACE_S:.0f}s after the result; "
@@ -213,6 +215,8 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result_path, log) ->
     if proc.returncode != 0:
         where = _where(phases, layout) if "exceeded" in output else ""
         raise RunFailed(diagnose(output, layout) + where)
+    if result is not None and not result.complete:
+        raise RunFailed(f"{layout.describe(0)} ended without handing over its whole result: {result.missing()}")
     return output
 
 
@@ -224,16 +228,20 @@ def _where(phases: Dict[int, str], layout: RankLayout) -> str:
                                          for r in sorted(phases))
 
 
-_MARKER = re.compile(r"(?=RALP-(?:PHASE|PROGRESS) )")
+_MARKER = re.compile(r"(?=RALP-(?:PHASE|PROGRESS|RESULT) )")
 
 
-def _pump(proc, lines, phases, on_progress, echo, log):
+def _pump(proc, lines, phases, on_progress, echo, log, result=None):
     for raw in proc.stdout:
         log.write(raw)
         # Open MPI forwards each rank's output in chunks, and two ranks' lines can meet on one
         # line: a marker is read wherever it starts.
         for line in (_MARKER.split(raw) if "RALP-" in raw else [raw]):
             if not line:
+                continue
+            if line.startswith("RALP-RESULT "):
+                if result is not None:
+                    result.feed(line)
                 continue
             if line.startswith("RALP-PHASE "):
                 _, rank, what = (line.rstrip("\n").split(" ", 2) + [""])[:3]

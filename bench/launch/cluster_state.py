@@ -2,14 +2,18 @@
 
 A cluster writes its state file (``/run/ralp-bench/<name>.json``: owner pid and
 start time, namespaces, hosts with their CPU groups) before it creates anything
-and removes it after everything is gone. Bring-up and cleanup hold one flock, so
+and removes it after everything is gone, its directory ``/run/ralp-bench/<name>/``
+(an ssh cluster's keys, configs and hostfile) last. Bring-up and cleanup hold one flock, so
 a cluster being built is never taken for an orphan. A cluster is stale when its
 owner died (SIGKILL, crash), or when namespaces or CPU groups of ours have no
-state file at all; every bring-up removes stale clusters first.
+state file at all; every bring-up removes stale clusters first. An ssh cluster's machines
+(sshd and whatever runs on them) live in its network namespaces, so removing those ends them
+and, with their last process, their mounts.
 """
 import json
 import os
 import re
+import shutil
 
 from bench.dirlock import dir_lock
 from bench.launch import cgroups as cg
@@ -17,10 +21,16 @@ from bench.launch import netns as nx
 
 STATE_DIR = "/run/ralp-bench"
 BRIDGE = "ralpbr"  # also the signature that marks a switch namespace as ours
+_ROLE = r"(sw|h\d+|login)"  # what follows "<cluster>-" in a namespace's name
 
 
 def _state_path(name):
     return os.path.join(STATE_DIR, f"{name}.json")
+
+
+def cluster_dir(name):
+    """An ssh cluster's keys, configs and hostfile (bench/launch/ssh_hosts.py)."""
+    return os.path.join(STATE_DIR, name)
 
 
 def _agent_path(name):
@@ -66,8 +76,8 @@ def read_states():
 
 
 def cluster_namespaces(name, all_ns=None):
-    """Existing namespaces that belong to cluster ``name`` (``name-sw``, ``name-h<i>``)."""
-    pattern = re.compile(rf"^{re.escape(name)}-(sw|h\d+)$")
+    """Existing namespaces that belong to cluster ``name`` (``name-sw``, ``name-h<i>``, ``name-login``)."""
+    pattern = re.compile(rf"^{re.escape(name)}-{_ROLE}$")
     return [ns for ns in (nx.netns_list() if all_ns is None else all_ns) if pattern.match(ns)]
 
 
@@ -83,7 +93,7 @@ def find_stale(names=()):
     states = read_states()
     stale = [n for n, st in states.items() if not owner_alive(st)]
     for ns in all_ns:
-        match = re.match(r"^([a-z][a-z0-9]*)-(sw|h\d+)$", ns)
+        match = re.match(rf"^([a-z][a-z0-9]*)-{_ROLE}$", ns)
         if not match or match.group(1) in states or match.group(1) in stale:
             continue
         cname = match.group(1)
@@ -94,6 +104,11 @@ def find_stale(names=()):
         if (cname and cname not in states and cname not in stale and not cluster_namespaces(cname, all_ns)
                 and (cname in names or not cg.pids_in(path))):  # a calibration's group is busy
             stale.append(cname)
+    for entry in sorted(os.listdir(STATE_DIR)) if os.path.isdir(STATE_DIR) else []:
+        # A cluster directory whose state file is gone: a removal cut short after the namespaces went.
+        if (os.path.isdir(cluster_dir(entry)) and entry not in states and entry not in stale
+                and not cluster_namespaces(entry, all_ns)):
+            stale.append(entry)
     return stale
 
 
@@ -111,6 +126,8 @@ def remove_cluster(name):
     for path in (_state_path(name), state.get("rsh_agent"), _agent_path(name)):
         if path and os.path.exists(path):
             os.remove(path)
+    if os.path.isdir(cluster_dir(name)):
+        shutil.rmtree(cluster_dir(name), ignore_errors=True)
     return survivors
 
 

@@ -20,6 +20,9 @@ oversubscribe it; see bench/launch/cgroups.py). Everything that runs on a
 host enters its namespace *and* its group: mpirun on host 0, the daemons the
 rsh agent starts elsewhere, and ``exec_argv`` commands. The groups are made,
 recorded and removed with the namespaces.
+
+Machines: bench/launch/ssh_hosts.py's SshCluster builds on this class so that each host
+also has its own hostname, /tmp and sshd, for runs over ssh as on real hosts.
 """
 import json
 import os
@@ -195,21 +198,12 @@ class EmulatedCluster:
         if self.latency_s > 0 and not nx.netem_available():
             raise UserError("--latency needs the kernel's netem qdisc (sch_netem), which this kernel "
                             "lacks; use --latency 0 or load it (modprobe sch_netem)")
+        fastest = max(h.bandwidth_bps for h in self.hosts)  # what other hosts' packets are sized for
         for host in self.hosts:
-            port = host.name  # switch-side veth end, e.g. h0
-            nx.add_netns(host.netns)
-            nx.run_cmd(["ip", "-n", sw, "link", "add", port, "type", "veth",
-                        "peer", "name", host.iface, "netns", host.netns])
-            nx.run_cmd(["ip", "-n", sw, "link", "set", port, "master", BRIDGE, "up"])
-            nx.run_cmd(["ip", "-n", host.netns, "link", "set", "lo", "up"])
-            # No IPv6 link-local address: keeps router solicitations off the byte counters.
-            nx.run_cmd(["ip", "-n", host.netns, "link", "set", host.iface, "addrgenmode", "none"])
-            nx.run_cmd(["ip", "-n", host.netns, "addr", "add", f"{host.ip}/24", "dev", host.iface])
-            nx.run_cmd(["ip", "-n", host.netns, "link", "set", host.iface, "up"])
+            self._plug(host.netns, host.name, host.ip)  # switch-side veth end named after the host, e.g. h0
             half_delay = self.latency_s / 2
             nx.shape_link(host.netns, host.iface, host.bandwidth_bps, half_delay)  # host upload
-            fastest = max(h.bandwidth_bps for h in self.hosts)  # what other hosts' packets are sized for
-            nx.shape_link(sw, port, host.bandwidth_bps, half_delay, sender_bps=fastest)  # host download
+            nx.shape_link(sw, host.name, host.bandwidth_bps, half_delay, sender_bps=fastest)  # host download
             if host.cpu_group:
                 try:
                     cg.create(os.path.basename(host.cpu_group), self.cpus_per_host)
@@ -219,6 +213,18 @@ class EmulatedCluster:
             fh.write(_agent_script(self.hosts))
         os.chmod(self.rsh_agent, 0o755)
         self._wait_until_reachable()
+
+    def _plug(self, netns, port, ip):
+        """A namespace ``netns`` with NIC eth0 at ``ip``, its veth peer ``port`` on the switch's bridge."""
+        sw = self.switch_netns
+        nx.add_netns(netns)
+        nx.run_cmd(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name", HOST_IFACE, "netns", netns])
+        nx.run_cmd(["ip", "-n", sw, "link", "set", port, "master", BRIDGE, "up"])
+        nx.run_cmd(["ip", "-n", netns, "link", "set", "lo", "up"])
+        # No IPv6 link-local address: keeps router solicitations off the byte counters.
+        nx.run_cmd(["ip", "-n", netns, "link", "set", HOST_IFACE, "addrgenmode", "none"])
+        nx.run_cmd(["ip", "-n", netns, "addr", "add", f"{ip}/24", "dev", HOST_IFACE])
+        nx.run_cmd(["ip", "-n", netns, "link", "set", HOST_IFACE, "up"])
 
     def _wait_until_reachable(self, timeout_s=20.0):
         """Return once host 0 reaches every other host and back.
@@ -242,7 +248,15 @@ class EmulatedCluster:
                 time.sleep(0.2)
 
     def _write_state(self):
-        state = {
+        state = self._state()
+        tmp = self.state_file + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(state, fh, indent=1)
+        os.replace(tmp, self.state_file)
+
+    def _state(self):
+        """What the state file records (cluster_state.py reads it; attach rebuilds the cluster from it)."""
+        return {
             "name": self.name,
             "manual": self.manual,
             "owner_pid": None if self.manual else os.getpid(),
@@ -257,10 +271,6 @@ class EmulatedCluster:
             "rsh_agent": self.rsh_agent,
             "hosts": [asdict(h) for h in self.hosts],
         }
-        tmp = self.state_file + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(state, fh, indent=1)
-        os.replace(tmp, self.state_file)
 
     def down(self):
         """Kill processes inside the hosts and delete every namespace (and with them veths, qdiscs)."""

@@ -2,15 +2,27 @@
 
 Hostfile lines are Open MPI's: ``host [slots=N]``. Ranks are placed in role
 order (bench.launch.base.place_ranks) with ``-H host:count,...``; mpirun
-reaches the hosts over ssh as usual. ``--network CIDR`` restricts MPI and the
+reaches the hosts over ssh as usual (its rsh agent comes from the site's
+Open MPI settings, or ``--mpirun-arg``). ``--network CIDR`` restricts MPI and the
 TF servers to the cluster interface on multi-homed hosts.
+
+Environment: ranks started over ssh get sshd's environment, not the driver's, so the
+variables a GPU cluster needs are forwarded by name (``forwarded_env``) and ``--env`` adds
+more; rows record the names forwarded, never the values (they may hold secrets).
 """
 import os
+import shlex
 import sys
 from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
-from bench.launch.base import LaunchSpec, Launcher, mpirun_path, place_ranks
+from bench.launch.base import BASE_ENV, LaunchSpec, Launcher, mpirun_path, place_ranks
+
+# Forwarded (-x) when set on the driver: the libraries, paths and tuning of CUDA, NCCL, UCX and
+# Horovod, and the suite's own settings (RALP_STRATEGY_MODULES, RALP_CALIBRATION, ...). OMPI_MCA_*
+# are not listed: mpirun hands its own MCA environment to every daemon and rank itself.
+FORWARD_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED")
+FORWARD_PREFIXES = ("NCCL_", "CUDA_", "HOROVOD_", "UCX_", "RALP_")
 
 
 def read_hostfile(path: str) -> List[Tuple[str, int]]:
@@ -35,27 +47,67 @@ def read_hostfile(path: str) -> List[Tuple[str, int]]:
     return hosts
 
 
+def parse_env(specs: Optional[List[str]], environ=None) -> Dict[str, str]:
+    """``--env NAME=VALUE`` / ``--env NAME`` (the driver's value) as {name: value}."""
+    environ = os.environ if environ is None else environ
+    out = {}
+    for spec in specs or ():
+        name, has_value, value = spec.partition("=")
+        if not name.isidentifier():
+            raise UserError(f"--env {spec!r}: expected NAME=VALUE or NAME (a variable set here), "
+                            "e.g. --env NCCL_DEBUG=INFO")
+        if not has_value:
+            if name not in environ:
+                raise UserError(f"--env {name}: {name} is not set here; give its value with --env {name}=VALUE")
+            value = environ[name]
+        out[name] = value
+    return out
+
+
+def forwarded_env(extra: Dict[str, str], environ=None) -> Dict[str, str]:
+    """Every variable the ranks get from the driver: the defaults that are set here, then ``extra``."""
+    environ = os.environ if environ is None else environ
+    picked = {k: v for k, v in environ.items() if k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES)}
+    return {**picked, **extra}
+
+
+def parse_mpirun_args(specs: Optional[List[str]]) -> List[str]:
+    """Each ``--mpirun-arg`` split as a shell would: "--mca plm_rsh_agent 'ssh -F cfg'" is three words."""
+    try:
+        return [word for spec in specs or () for word in shlex.split(spec)]
+    except ValueError as exc:
+        raise UserError(f"--mpirun-arg: cannot split {specs!r} ({exc}); check its quotes") from None
+
+
 class HostsLauncher(Launcher):
     mode = "hosts"
 
-    def __init__(self, hostfile: str, network: Optional[str] = None, link=None):
-        """``link``: the LinkSpec the user states for the real NICs (None: not stated)."""
+    def __init__(self, hostfile: str, network: Optional[str] = None, link=None,
+                 env: Optional[Dict[str, str]] = None, mpirun_args: Optional[List[str]] = None):
+        """``link``: the LinkSpec the user states for the real NICs (None: not stated); ``env``:
+        the ``--env`` variables; ``mpirun_args``: extra words for mpirun, before the program."""
         self.hosts = read_hostfile(hostfile)
         self.network = network
         self.link = link
+        # Fixed at start, so every launch forwards the same; mpirun runs with BASE_ENV on top.
+        self.env = forwarded_env(env or {}, {**os.environ, **BASE_ENV})
+        self.mpirun_args = list(mpirun_args or ())
 
     def spec(self, layout, rank_argv) -> LaunchSpec:
         counts = place_ranks(layout, [s for _, s in self.hosts])
         placement = ",".join(f"{h}:{n}" for (h, _), n in zip(self.hosts, counts) if n)
-        argv = [mpirun_path(), "-H", placement, "--map-by", "slot", "--bind-to", "none",
-                "-x", "TF_CPP_MIN_LOG_LEVEL", "-x", "PYTHONUNBUFFERED"]
+        argv = [mpirun_path(), "-H", placement, "--map-by", "slot", "--bind-to", "none"]
+        for name in sorted(self.env):
+            argv += ["-x", name]
         if self.network:
             argv += ["--mca", "btl_tcp_if_include", self.network, "--mca", "oob_tcp_if_include", self.network]
             rank_argv = rank_argv + ["--network", self.network]
         if os.geteuid() == 0:
             argv.insert(1, "--allow-run-as-root")
-        return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv)
+        return LaunchSpec(argv + self.mpirun_args + [sys.executable, "-m", "bench.run"] + rank_argv,
+                          env=dict(self.env))
 
     def cluster_fields(self) -> Dict:
         links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}
-        return {"cluster_mode": "hosts", "hosts": len(self.hosts), **links}
+        return {"cluster_mode": "hosts", "hosts": len(self.hosts), **links,
+                "env_forwarded": ",".join(sorted(self.env)) or None}

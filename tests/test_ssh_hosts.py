@@ -1,0 +1,333 @@
+"""Emulated hosts that behave like separate machines, and a driver that needs none of their files.
+
+Issue 34: rank 0 wrote its result into the driver's /tmp, which only worked because emulated
+hosts shared one filesystem. Here (root, network namespaces and OpenSSH needed, skipped
+otherwise) each host of ``ralp-bench cluster up --ssh`` has its own hostname and /tmp and an
+sshd; ``ralp-bench run --cluster hosts`` runs from the login host, outside the hostfile, over
+plain ssh, and every row comes back through mpirun's output. The result channel and the
+environment flags are also tested without root. Clusters here are named ssht*.
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from bench.errors import UserError
+from bench.launch import netns as nx
+from bench.launch import ssh_hosts
+from bench.rank_result import COPIES, ResultReceiver, result_lines
+from tests.conftest import ROOT, ralp_bench
+
+PY = sys.executable
+NAME = "sshtest"
+RUN_FLAGS = ["--model", "lenet_mnist", "--workers", "2", "--steps", "2", "--warmup-steps", "1", "--batch-size", "8"]
+
+
+def _can_run_machines():
+    if os.name != "posix":
+        return False, "not POSIX"
+    ok, why = nx.can_emulate()
+    return (ssh_hosts.available() if ok else (ok, why))
+
+
+MACHINES_OK, MACHINES_WHY = _can_run_machines()
+needs_machines = pytest.mark.skipif(not MACHINES_OK, reason=f"no emulated ssh hosts here: {MACHINES_WHY}")
+
+
+# ---- the result channel (no root) -------------------------------------------------------
+
+def _big_result():
+    rng = random.Random(7)
+    return json.dumps({"step_times": [rng.random() for _ in range(20000)], "name": "x" * 3000})
+
+
+def test_a_large_result_comes_back_whole_though_one_copy_of_every_chunk_is_damaged():
+    text = _big_result()
+    lines = result_lines(text)
+    per_copy = len(lines) // COPIES
+    assert per_copy > 50 and all(len(line) < 512 for line in lines)  # each line one atomic pipe write
+    received = ResultReceiver()
+    for i, line in enumerate(lines):
+        if i < per_copy:  # the first copy arrives cut, with another rank's text inside
+            cut = len(line) // 2
+            line = line[:cut] + "[1,2]<stdout>: some other rank\n"
+        received.feed(line)
+    assert received.damaged == per_copy and received.complete and received.text() == text
+
+
+def test_a_chunk_lost_in_both_copies_names_what_is_missing():
+    lines = result_lines(_big_result())
+    per_copy = len(lines) // COPIES
+    received = ResultReceiver()
+    for i, line in enumerate(lines):
+        if i % per_copy != 4:  # chunk 5 never arrives intact
+            received.feed(line)
+        else:
+            received.feed(line.replace(line.split()[3][:8], "AAAAAAAA", 1))
+    assert not received.complete
+    assert received.missing() == f"pieces 5 of {per_copy} missing (2 damaged lines)"
+    with pytest.raises(ValueError, match="pieces 5 of"):
+        received.text()
+
+
+RANK_CODE = textwrap.dedent(r"""
+    import os, sys
+    sys.path.insert(0, sys.argv[1])
+    from bench.rank_result import result_lines
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    print(f"RALP-PHASE {rank} talking", flush=True)
+    if rank == 0:
+        for line in result_lines(open(sys.argv[2]).read()):
+            os.write(1, line.encode())
+    else:
+        for i in range(3000):  # chatter meant to land between rank 0's chunks
+            os.write(1, (f"rank {rank} says {i} " + "y" * 150 + "\n").encode())
+""")
+
+
+def test_a_large_result_crosses_mpirun_while_other_ranks_talk(tmp_path):
+    """The real path: Open MPI's output forwarding between rank 0 and the driver's reader."""
+    from bench.launch.base import LaunchSpec, mpirun_path, run_mpirun
+    from bench.roles import RankLayout
+
+    text = _big_result()
+    (tmp_path / "result.json").write_text(text)
+    argv = [mpirun_path(), "-np", "3", "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        argv.insert(1, "--allow-run-as-root")
+    received = ResultReceiver()
+    run_mpirun(LaunchSpec(argv + [PY, "-c", RANK_CODE, str(ROOT), str(tmp_path / "result.json")]), timeout_s=120,
+               layout=RankLayout(3, 1, tf=False), result=received, log_label="test-result-channel")
+    assert received.complete and received.text() == text
+
+
+def test_a_users_own_mpirun_output_gives_the_json_back(tmp_path):
+    text = _big_result()
+    mixed = "".join(("[h1] noise " if i % 3 == 0 else "") + line for i, line in enumerate(result_lines(text)))
+    (tmp_path / "out.txt").write_text("some rank's line\n" + mixed)
+    with open(tmp_path / "out.txt") as fh:
+        proc = subprocess.run([PY, "-m", "bench.rank_result"], stdin=fh, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == text
+    proc = subprocess.run([PY, "-m", "bench.rank_result"], input="nothing here\n", capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 1 and "no result arrived" in proc.stderr
+
+
+# ---- environment and mpirun flags (no root) ---------------------------------------------
+
+def test_forwarded_variables_defaults_and_flags(tmp_path):
+    from bench.launch.hosts import HostsLauncher, forwarded_env, parse_env, parse_mpirun_args
+    from bench.roles import RankLayout
+
+    env = {"PATH": "/bin", "NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0", "HOROVOD_FUSION_THRESHOLD": "1",
+           "RALP_STRATEGY_MODULES": "m", "UCX_TLS": "tcp", "SECRET_TOKEN": "s", "OMPI_MCA_x": "1", "HOME": "/root"}
+    assert sorted(forwarded_env({"MY": "1"}, env)) == ["CUDA_VISIBLE_DEVICES", "HOROVOD_FUSION_THRESHOLD", "MY",
+                                                       "NCCL_DEBUG", "PATH", "RALP_STRATEGY_MODULES", "UCX_TLS"]
+    assert parse_env(["A=1=2", "HOME"], env) == {"A": "1=2", "HOME": "/root"}
+    for bad, fix in ((["NOPE_UNSET"], "--env NOPE_UNSET=VALUE"), (["1X=2"], "NAME=VALUE")):
+        with pytest.raises(UserError, match=re.escape(fix)):
+            parse_env(bad, env)
+    assert parse_mpirun_args(["--mca plm_rsh_agent 'ssh -F /c'", "-v"]) == ["--mca", "plm_rsh_agent", "ssh -F /c",
+                                                                            "-v"]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a slots=2\nb\n")
+    launcher = HostsLauncher(str(hostfile), env={"RALP_TEST_MARK": "1", "SECRET_TOKEN": "s"},
+                             mpirun_args=["--mca", "x", "y"])
+    spec = launcher.spec(RankLayout(1, 1), ["--strategy", "ps"])
+    forwarded = [spec.argv[i + 1] for i, word in enumerate(spec.argv) if word == "-x"]
+    assert {"RALP_TEST_MARK", "SECRET_TOKEN", "TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED"} <= set(forwarded)
+    assert spec.env["RALP_TEST_MARK"] == "1"
+    assert spec.argv[spec.argv.index(PY) - 3:spec.argv.index(PY)] == ["--mca", "x", "y"]
+    row = launcher.cluster_fields()["env_forwarded"]
+    assert "SECRET_TOKEN" in row.split(",") and "s" not in row.split(",")  # names, never values
+
+
+def test_env_flags_are_refused_where_ranks_inherit_everything():
+    proc = ralp_bench("run", "--cluster", "local", "--env", "A=1", *RUN_FLAGS, "--strategy", "ps", "--no-store")
+    assert proc.returncode != 0 and "--env is for --cluster hosts" in proc.stderr, proc.stderr
+
+
+# ---- machines (root) --------------------------------------------------------------------
+
+def _gone(name):
+    """What is left of cluster ``name``: namespaces, sshd processes, its directory."""
+    sshd = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid).startswith("sshd")
+            and f"/ralp-bench/{name}/" in _cmdline(pid)]
+    return {"namespaces": [ns for ns in nx.netns_list() if ns.startswith(f"{name}-")], "sshd": sshd,
+            "dir": os.path.exists(f"/run/ralp-bench/{name}")}
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+NOTHING = {"namespaces": [], "sshd": [], "dir": False}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from bench.launch.emulated_cluster import destroy_cluster
+    from bench.launch.ssh_hosts import SshCluster
+
+    up = ralp_bench("cluster", "up", "--hosts", "3", "--ssh", "--bandwidth", "1gbit", "--name", NAME,
+                    "--no-link-check", timeout=120)
+    assert up.returncode == 0, up.stderr
+    print(up.stdout)
+    try:
+        yield SshCluster.attach(NAME)
+    finally:
+        destroy_cluster(NAME)
+        assert _gone(NAME) == NOTHING
+
+
+def on(cluster, machine, command, timeout=60):
+    out = subprocess.run(cluster.enter_argv(machine, ["sh", "-c", command]), capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+@needs_machines
+def test_each_host_is_a_machine_with_its_own_hostname_tmp_and_cpu_group(cluster):
+    marker = f"ssht-mark-{os.getpid()}"
+    names = [m.name for m in cluster.machines]
+    assert names == ["login", "h0", "h1", "h2"]
+    for m in cluster.machines:
+        assert on(cluster, m.name, "hostname") == m.name
+    on(cluster, "h1", f"echo here > /tmp/{marker} && echo here > /dev/shm/{marker}")
+    assert on(cluster, "h1", f"cat /tmp/{marker}") == "here"
+    for other in ("h0", "h2", "login"):
+        assert on(cluster, other, f"ls /tmp /dev/shm | grep -c {marker} || true") == "0", other
+    assert not os.path.exists(f"/tmp/{marker}") and not os.path.exists(f"/dev/shm/{marker}")
+    assert on(cluster, "h2", "ls /sys/class/net | tr '\\n' ' '") == "eth0 lo"
+    assert on(cluster, "h2", "tr '\\0' ' ' < /proc/1/cmdline").startswith("sshd: /usr/sbin/sshd -D")  # its own pids
+    # The project directory is shared, as NFS homes are.
+    assert on(cluster, "h2", f"cd {ROOT} && ls pyproject.toml") == "pyproject.toml"
+    # What sshd starts stays in the host's CPU group.
+    group = os.path.basename(cluster.hosts[2].cpu_group or "")
+    assert group and on(cluster, "login", "ssh h2 cat /proc/self/cgroup | grep ':cpu:'").endswith("/" + group)
+
+
+@needs_machines
+def test_ssh_with_the_clusters_config_is_what_reaches_the_hosts(cluster):
+    config = cluster.files["config"]
+    shown = on(cluster, "login", f"for h in h0 h1 h2; do ssh -F {config} $h hostname; done")
+    assert shown.split() == ["h0", "h1", "h2"]
+    # ...and what mpirun on the login host uses, with the cluster's known_hosts (no questions asked).
+    assert "plm_rsh_agent = ssh -F " + config in on(cluster, "login", "cat /etc/openmpi/openmpi-mca-params.conf")
+    assert sorted(on(cluster, "login", "mpirun --allow-run-as-root -H h1,h2 hostname").split()) == ["h1", "h2"]
+    with open(cluster.files["hostfile"]) as fh:
+        assert fh.read() == "h0 slots=1\nh1 slots=1\nh2 slots=1\n"
+    # Root's own ssh files are neither read nor written.
+    assert not os.path.exists(os.path.expanduser("~/.ssh/known_hosts")) or "10.213.0" not in open(
+        os.path.expanduser("~/.ssh/known_hosts")).read()
+
+
+@needs_machines
+def test_forwarded_variables_reach_ranks_on_other_hosts(cluster, tmp_path):
+    """A rank started over ssh sees what --env forwards, and nothing it does not."""
+    from bench.launch.base import BASE_ENV
+    from bench.launch.hosts import HostsLauncher
+    from bench.roles import RankLayout
+
+    spec = HostsLauncher(cluster.files["hostfile"], cluster.subnet, env={"RALP_TEST_MARK": "1"}).spec(
+        RankLayout(2, 1, tf=False), [])
+    program = spec.argv.index(PY)
+    # One write per rank: print's separate writes of text and newline can interleave across ranks.
+    argv = spec.argv[:program] + [PY, "-c", "import os, socket; os.write(1, f'MARK {socket.gethostname()} "
+                                  "{os.environ.get(\"RALP_TEST_MARK\")} {os.environ.get(\"SSHT_NOT_FORWARDED\")}\\n'"
+                                  ".encode())"]
+    out = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **BASE_ENV, **spec.env, "SSHT_NOT_FORWARDED": "1"})
+    assert out.returncode == 0, out.stderr
+    assert sorted(re.findall(r"MARK (\S+ \S+ \S+)", out.stdout)) == ["h1 1 None", "h2 1 None"], out.stdout
+
+
+@needs_machines
+def test_a_comparison_runs_from_a_login_host_outside_the_hostfile(cluster):
+    """The issue's failing case: ps, horovod and ralp over ssh, driver on a host no rank uses."""
+    results = tempfile.mkdtemp(prefix="ssht-results-", dir="/var/tmp")  # shared, unlike any machine's /tmp
+    try:
+        argv = [PY, "-m", "bench.cli", "run", "--cluster", "hosts", "--hostfile", cluster.files["hostfile"],
+                "--network", cluster.subnet, "--strategy", "ps,horovod,ralp", *RUN_FLAGS,
+                "--env", "RALP_TEST_MARK=1", "--results", results, "--quiet"]
+        started = time.monotonic()
+        proc = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=540,
+                              cwd=ROOT)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        from bench.results import ResultStore
+
+        rows = ResultStore(results).load()
+        assert list(rows["strategy"]) == ["ps", "horovod", "ralp"] and set(rows["status"]) == {"ok"}, rows
+        assert set(rows["hostname"]) == {"login"} and set(rows["cluster_mode"]) == {"hosts"}
+        for forwarded in rows["env_forwarded"]:
+            assert {"RALP_TEST_MARK", "PATH", "TF_CPP_MIN_LOG_LEVEL"} <= set(forwarded.split(","))
+        assert (rows["bytes_worker_measured"] > 0).all()
+        print(f"3 strategies from the login host in {time.monotonic() - started:.0f}s")
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
+
+
+@needs_machines
+def test_cluster_down_removes_sshd_namespaces_and_files(cluster):
+    assert _gone(NAME)["sshd"] and _gone(NAME)["dir"]
+    down = ralp_bench("cluster", "down", "--name", NAME, timeout=60)
+    assert down.returncode == 0, down.stderr
+    assert _gone(NAME) == NOTHING
+    mounts = open("/proc/self/mountinfo").read()
+    assert f"/ralp-bench/{NAME}" not in mounts and f"{NAME}-" not in mounts
+
+
+@needs_machines
+def test_a_cluster_directory_without_its_state_is_stale():
+    """What a removal cut short between the state file and the directory leaves is removed next time."""
+    from bench.launch.cluster_state import cluster_dir, destroy_cluster, find_stale
+
+    os.makedirs(os.path.join(cluster_dir("sshto"), "ssh"))
+    try:
+        assert "sshto" in find_stale()  # what every bring-up removes (destroy_cluster: leave others' alone)
+        destroy_cluster("sshto")
+        assert not os.path.exists(cluster_dir("sshto")) and "sshto" not in find_stale()
+    finally:
+        shutil.rmtree(cluster_dir("sshto"), ignore_errors=True)
+
+
+@needs_machines
+def test_machines_of_a_killed_owner_are_removed_at_the_next_bring_up():
+    from bench.launch.emulated_cluster import EmulatedCluster, destroy_cluster
+
+    try:
+        _kill_the_owner_then_bring_up_another(EmulatedCluster)
+    finally:
+        for name in ("sshtk", "sshtl"):
+            destroy_cluster(name)
+
+
+def _kill_the_owner_then_bring_up_another(EmulatedCluster):
+    code = ("from bench.launch.ssh_hosts import SshCluster; import time; "
+            "SshCluster(2, 100e6, name='sshtk').up(); print('up', flush=True); time.sleep(600)")
+    owner = subprocess.Popen([PY, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "up"
+        assert _gone("sshtk")["sshd"]
+    finally:
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+    left = _gone("sshtk")
+    assert left["sshd"] and left["namespaces"] and left["dir"]  # a SIGKILL leaves the machines running...
+    with EmulatedCluster(1, 100e6, name="sshtl"):  # ...until the next bring-up
+        pass
+    assert _gone("sshtk") == NOTHING and _gone("sshtl") == NOTHING
