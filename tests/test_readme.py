@@ -163,9 +163,12 @@ def scratch(tmp_path_factory):
 
 
 def _remove_manual_cluster(cwd):
-    """`cluster up` leaves a cluster for the user; a block that failed half-way must not."""
-    subprocess.run([str(ROOT / ".venv" / "bin" / "ralp-bench"), "cluster", "down"], cwd=cwd,
-                   capture_output=True, timeout=120)
+    """`cluster up` leaves a cluster for the user; a block that failed half-way must not: every
+    cluster name the README brings up (``--name NAME``, else the default) is taken down."""
+    names = {"ralp"} | set(re.findall(r"cluster up [^\n]*--name (\S+)", README.read_text()))
+    for name in sorted(names):
+        subprocess.run([str(ROOT / ".venv" / "bin" / "ralp-bench"), "cluster", "down", "--name", name], cwd=cwd,
+                       capture_output=True, timeout=120)
 
 
 @pytest.mark.timeout(BLOCK_TIMEOUT_S + 60)

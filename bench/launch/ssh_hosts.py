@@ -13,6 +13,8 @@ machines, plus one more, ``login``, outside the hostfile, where the driver runs:
   group, so everything that runs on it, sshd's sessions included, stays under its CPU cap;
 - inside: its hostname (``h0``, ``h1``, ..., ``login``), a fresh /proc, a fresh sysfs (only
   its own NICs; the real cgroup tree bound back into it), tmpfs on /tmp, /dev/shm and /run;
+- the directories that must stay shared (the project, the Python environment) are bound back
+  where they sit under /tmp, /dev/shm or /run (a clone in /tmp; ``shared_paths``);
 - the cluster's directory ``/run/ralp-bench/<cluster>/`` is bound back at the same path,
   the way a site deploys /etc/ssh and its MPI settings to every node, and from it: the
   machine's /etc/hosts (every machine's name and address), /etc/ssh/ssh_config (so a plain
@@ -65,7 +67,25 @@ def paths(directory: str) -> dict:
             "key": os.path.join(ssh, "id_ed25519"), "known_hosts": os.path.join(ssh, "known_hosts"),
             "authorized_keys": os.path.join(ssh, "authorized_keys"), "sshd_config": os.path.join(ssh, "sshd_config"),
             "hosts": os.path.join(directory, "etc", "hosts"), "mca": os.path.join(directory, "etc", "mca-params.conf"),
-            "hostfile": os.path.join(directory, "hostfile"), "init": os.path.join(directory, "machine-init.sh")}
+            "hostfile": os.path.join(directory, "hostfile"), "init": os.path.join(directory, "machine-init.sh"),
+            "shared": os.path.join(directory, "shared-paths"), "staging": os.path.join(directory, "shared")}
+
+
+def shared_paths() -> List[str]:
+    """The directories every machine must see as the root namespace does (NFS homes on a real
+    cluster): where the cluster is started from (the project, its results), this Python
+    environment and the project's code. Only those under a machine's private mounts (/tmp,
+    /dev/shm, /run: a clone in /tmp, a test's scratch copy) need binding back; nested ones
+    come with their parent."""
+    import sys
+
+    import bench
+
+    candidates = [os.getcwd(), os.path.realpath(sys.prefix), os.path.dirname(os.path.dirname(bench.__file__))]
+    private = sorted({os.path.realpath(c) for c in candidates
+                      if any(os.path.realpath(c) == t or os.path.realpath(c).startswith(t + "/")
+                             for t in PRIVATE_MOUNTS)})
+    return [c for c in private if not any(c.startswith(o + "/") for o in private if o != c)]
 
 
 def available() -> tuple:
@@ -143,6 +163,7 @@ def write_files(directory: str, cluster: str, machines: List[Machine], hostfile_
     _write(p["mca"], mca_params(p))
     _write(p["hostfile"], "".join(f"{m.name} slots=1\n" for m in hostfile_hosts))
     _write(p["init"], _SETUP, 0o755)
+    _write(p["shared"], "".join(f"{path}\n" for path in shared_paths()))
 
 
 # ---- machines ---------------------------------------------------------------------
@@ -157,14 +178,21 @@ set -e
 d=$1; host=$2
 echo "$host" > /proc/sys/kernel/hostname
 mount -n -t proc proc /proc
+# Shared directories under a private mount (shared-paths): staged before the tmpfs hides them.
+i=0; while IFS= read -r path; do
+  i=$((i+1)); mkdir -p "$d/shared/$i"; mount -n --bind "$path" "$d/shared/$i"
+done < "$d/shared-paths"
 mount -n -t tmpfs -o mode=1777 tmpfs /tmp
 mount -n -t tmpfs -o mode=1777 tmpfs /dev/shm
 mkdir /tmp/.sys; mount -n -t sysfs sysfs /tmp/.sys
 [ ! -d /sys/fs/cgroup ] || mount -n --rbind /sys/fs/cgroup /tmp/.sys/fs/cgroup
 mount -n --move /tmp/.sys /sys; rmdir /tmp/.sys
 mkdir /tmp/.run; mount -n -t tmpfs -o mode=755 tmpfs /tmp/.run
-mkdir -p /tmp/.run/sshd "/tmp/.run${d#/run}"; mount -n --bind "$d" "/tmp/.run${d#/run}"
+mkdir -p /tmp/.run/sshd "/tmp/.run${d#/run}"; mount -n --rbind "$d" "/tmp/.run${d#/run}"
 mount -n --move /tmp/.run /run; rmdir /tmp/.run
+i=0; while IFS= read -r path; do
+  i=$((i+1)); mkdir -p "$path"; mount -n --bind "$d/shared/$i" "$path"
+done < "$d/shared-paths"
 mount -n --bind "$d/etc/hosts" /etc/hosts
 mca=""" + MCA_PARAMS + r"""; ssh=""" + SSH_CLIENT_CONFIG + r"""
 [ ! -f $mca ] || mount -n --bind "$d/etc/mca-params.conf" $mca
