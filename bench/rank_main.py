@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from bench.config import RunConfig
 from bench.errors import UserError
-from bench.roles import RankLayout, role_of
+from bench.gpu import choose_gpu, host_gpus
+from bench.roles import RankLayout, Role, role_of
 from bench.strategy import StrategyContext, strategy_class
 from bench.strategy_specs import spec_of
 from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
@@ -77,11 +78,12 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
+    gpu = _select_gpu(tf, spec, roles, info)  # before any op, server or Horovod start
 
     if spec.layout == "workers":
         return _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog)
     if role.job != "chief":
-        _serve(comm, info, role, intra, inter, watchdog)
+        _serve(comm, info, role, intra, inter, gpu, watchdog)
     _drive(comm, info, cfg, cls, plan, roles, ps_tasks, meter, load_shards, watchdog)
 
 
@@ -106,7 +108,6 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
         _finish()
     phase(rank, "training")
     index = worker_ranks.index(rank)
-    _select_gpu(None, local_rank=hvd.local_rank() if hvd else None)
     ctx = StrategyContext(cfg, load_shards(cfg), extra={"worker_index": index, "comm": comm})
     leader = index == 0
     result = _train_and_report(comm, cfg, cls(ctx), meter, plan, leader, watchdog, lockstep=True)
@@ -119,12 +120,11 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
     _finish()
 
 
-def _serve(comm, info, role, intra, inter, watchdog):
+def _serve(comm, info, role, intra, inter, gpu, watchdog):
     """A PS or worker task: run the TF server and answer traffic samples until the chief stops."""
     rank = comm.Get_rank()
-    _select_gpu(role)
     phase(rank, "starting TF server")
-    server = start_server(info, role, intra, inter)
+    server = start_server(info, role, intra, inter, gpu)
     phase(rank, "TF server up, waiting for all servers")
     polite_allgather(comm, "up")
     phase(rank, "serving")
@@ -162,8 +162,6 @@ def _drive(comm, info, cfg, cls, plan, roles, ps_tasks, meter, load_shards, watc
 
 def _single(comm, cfg, plan, load_shards, watchdog):
     """The one-process reference: one rank, nothing to connect to."""
-    from bench.roles import Role
-
     if comm.Get_size() != 1:
         raise UserError(f"single is one process (mpirun -np 1); got {comm.Get_size()}")
     info = rendezvous(comm, [Role("worker", 0)], cfg.network)
@@ -172,9 +170,9 @@ def _single(comm, cfg, plan, load_shards, watchdog):
 
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
+    _select_gpu(tf, spec_of(plan.strategy), [Role("worker", 0)], info)
     watchdog.disarm()
     phase(0, "training")
-    _select_gpu(None)
     strategy = strategy_class(plan.strategy)(StrategyContext(cfg, load_shards(cfg)))
     result = _train_and_report(comm, cfg, strategy, TrafficMeter(comm, info), plan, True, watchdog)
     result.ps_hosts, result.worker_hosts = [], [info.addresses[0]]
@@ -198,15 +196,20 @@ def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog, lockst
     return result
 
 
-def _select_gpu(role, local_rank=None):
-    """One GPU per process, chosen from the local rank; CPU when there is none."""
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        return
-    index = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", local_rank or 0)) % len(gpus)
-    tf.config.set_visible_devices(gpus[index], "GPU")
+def _select_gpu(tf, spec, roles, info):
+    """This rank's GPU (bench/gpu.py decides), applied to the eager context before TensorFlow
+    initialises its GPUs: only the chosen GPU visible, its memory grown on demand. A server
+    process gets the same choice through its ConfigProto too (start_server), so the eager
+    context and the server never map one device id to two GPUs. A CPU host: nothing changes."""
+    physical = tf.config.list_physical_devices("GPU")
+    choice = choose_gpu(info.rank, roles, info.addresses, spec, host_gpus(len(physical)))
+    if choice.cpu_host:
+        return choice
+    chosen = [] if choice.index is None else [physical[choice.index]]
+    tf.config.set_visible_devices(chosen, "GPU")
+    for device in chosen:
+        tf.config.experimental.set_memory_growth(device, True)
+    return choice
 
 
 def _write(cfg, result):

@@ -29,7 +29,8 @@ MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_tim
             "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency",
             "tcp_retransmit_max", "tcp_timeouts", "cpu_steal")
 ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
-               "python_version", "cpu_model", "cpu_cores", "gpus", "hostname", "cluster_mode",
+               "python_version", "cpu_model", "cpu_cores", "gpus", "gpu_model", "cuda_version", "cudnn_version",
+               "nccl_version", "nccl_built", "hostname", "cluster_mode",
                "hosts", "link_bps")
 
 

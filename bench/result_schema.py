@@ -19,7 +19,10 @@ _STR, _BOOL, _INT, _FLOAT = "str", "bool", "int", "float"
 FIELD_TYPES = {
     "run_id": _STR, "started_at": _STR, "git_commit": _STR, "git_dirty": _BOOL,
     "tf_version": _STR, "horovod_version": _STR, "mpi_version": _STR, "python_version": _STR,
-    "cpu_model": _STR, "cpu_cores": _INT, "gpus": _INT, "hostname": _STR,
+    "cpu_model": _STR, "cpu_cores": _INT, "gpus": _INT,
+    # the GPU stack (bench/environment.py gpu_fields); added in schema v1: older files read them as empty
+    "gpu_model": _STR, "cuda_version": _STR, "cudnn_version": _STR, "nccl_version": _STR, "nccl_built": _BOOL,
+    "hostname": _STR,
     "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
     "latency_s": _FLOAT, "scaled_to": _STR, "cpus_per_host": _FLOAT, "link_pattern": _STR,
     "link_efficiency": _FLOAT,

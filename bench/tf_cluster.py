@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from bench.errors import UserError
+from bench.gpu import GpuChoice
 from bench.roles import Role
 
 LOOPBACK = "127.0.0.1"
@@ -133,10 +134,13 @@ def thread_counts(intra: Optional[int], inter: Optional[int], ranks_on_host: int
     return intra or threads_for(usable_cores() / max(1, ranks_on_host)), inter or 2
 
 
-def start_server(info: ClusterInfo, role: Role, intra: int, inter: int):
+def start_server(info: ClusterInfo, role: Role, intra: int, inter: int, gpu: Optional[GpuChoice] = None):
+    """This rank's TF server. Its devices come from this ConfigProto, not from the eager context,
+    so the rank's GPU (``gpu``, bench/gpu.py) is set here; None or a CPU host: no GPU fields."""
     import tensorflow as tf
 
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter,
+                                      **(gpu.config_fields() if gpu else {}))
     return tf.distribute.Server(tf.train.ClusterSpec(info.spec), job_name=role.job, task_index=role.index,
                                 protocol="grpc", config=config, start=True)
 

@@ -2,15 +2,17 @@
 
 Each check prints ok/FAIL with the version or the fix; optional capabilities
 (network namespaces, GPUs) are reported but do not fail the check, since a
-local run needs neither.
+local run needs neither. GPUs that are there but that TensorFlow or Horovod
+cannot use well do fail it: every GPU number measured so would be wrong.
 """
 import glob
 import os
 import shutil
 import subprocess
 import sys
+from typing import Optional
 
-from bench.environment import package_version
+from bench.environment import gpu_names, nccl_version, package_version
 
 
 def register(subparsers):
@@ -113,16 +115,52 @@ def _links():
 
 
 def _cpus():
-    gpus = 0
-    if shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-        gpus = sum(1 for line in out.splitlines() if line.startswith("GPU "))
-    return True, f"{os.cpu_count()} CPU cores, {gpus} NVIDIA GPU(s)"
+    return True, f"{os.cpu_count()} CPU cores, {len(gpu_names())} NVIDIA GPU(s)"
+
+
+def gpu_verdict(gpus: int, tf_cuda: Optional[bool], nccl_code: Optional[int]):
+    """(ok, detail) for a host's GPU stack, from facts alone (so a test can give any):
+    ``gpus`` visible GPUs, ``tf_cuda`` = tf.test.is_built_with_cuda() (None: TensorFlow not
+    importable), ``nccl_code`` = horovod.tensorflow.nccl_built() (None: Horovod not importable).
+    Without GPUs: n/a, as before. With GPUs, a CPU-only TensorFlow would train on the CPU and a
+    Horovod without NCCL would all-reduce through host memory and Gloo: both fail the check.
+    What is not importable is failed by its own check, not here."""
+    if not gpus:
+        return None, "no GPU visible; a CPU run needs no CUDA TensorFlow or NCCL"
+    problems = []
+    if tf_cuda is False:
+        problems.append("TensorFlow is CPU-only (install tensorflow[and-cuda]==2.15.1)")
+    if nccl_code == 0:
+        problems.append("Horovod has no NCCL, so it would all-reduce through host memory and Gloo (rebuild "
+                        "Horovod 0.28.1 with HOROVOD_GPU_OPERATIONS=NCCL)")
+    if problems:
+        return False, f"{gpus} GPU(s) visible, but " + "; ".join(problems) + "; ci/setup.sh --gpu sets up the GPU stack"
+    nccl = f"Horovod with NCCL {nccl_version(nccl_code)}" if nccl_code else "Horovod not checked"
+    return True, f"{gpus} GPU(s); TensorFlow {'built with CUDA' if tf_cuda else 'not checked'}; {nccl}"
+
+
+def _gpu_facts():
+    """What ``gpu_verdict`` judges, read on this machine: GPUs nvidia-smi lists or TensorFlow sees."""
+    gpus, tf_cuda, nccl_code = len(gpu_names()), None, None
+    try:
+        import tensorflow as tf
+
+        gpus, tf_cuda = max(gpus, len(tf.config.list_physical_devices("GPU"))), tf.test.is_built_with_cuda()
+        import horovod.tensorflow as hvd
+
+        nccl_code = int(hvd.nccl_built())
+    except ImportError:
+        pass
+    return gpus, tf_cuda, nccl_code
+
+
+def _gpu_stack():
+    return gpu_verdict(*_gpu_facts())
 
 
 CHECKS = [("TensorFlow", _tensorflow), ("Horovod", _horovod), ("mpirun", _mpirun), ("mpi4py", _mpi4py),
           ("emulated cluster", _emulation), ("CPU quotas", _cgroups), ("emulated links", _links),
-          ("hardware", _cpus)]
+          ("hardware", _cpus), ("GPU stack", _gpu_stack)]
 
 
 def run(args):
