@@ -86,24 +86,31 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path):
     assert (row["ps"], row["micro_batches"]) == (cfg.ps, cfg.micro_batches)
 
 
-def test_a_new_strategy_is_one_module_and_one_spec_entry(reference, tmp_path, monkeypatch):
-    """tests/demo_strategy.py + the register() call in tests/demo_strategy_spec.py, nothing else:
-    it validates, launches in the TF layout, trains to the same weights as SGD, and gets a row."""
+def run_plugin(strategy, spec_module, monkeypatch, tmp_path):
+    """Train the plugin ``strategy`` (registered by ``spec_module``, named in RALP_STRATEGY_MODULES
+    as a user would) at 2 workers; return its row and the weights it dumped."""
     import importlib
 
     from bench.strategy_specs import SPECS
 
-    monkeypatch.setenv("RALP_STRATEGY_MODULES", "tests.demo_strategy_spec")  # for the ranks
-    importlib.reload(importlib.import_module("tests.demo_strategy_spec"))  # for this process
+    monkeypatch.setenv("RALP_STRATEGY_MODULES", spec_module)  # for the ranks
+    importlib.reload(importlib.import_module(spec_module))  # for this process
     dump = str(tmp_path / "weights.npz")
     try:
-        cfg = RunConfig(model=MODEL, strategy="ps-reduce0", workers=2, batch_size=BATCH, steps=STEPS,
+        cfg = RunConfig(model=MODEL, strategy=strategy, workers=2, batch_size=BATCH, steps=STEPS,
                         warmup_steps=WARMUP, learning_rate=LR, dataset="mnist", dump_weights=dump).validate()
         row = run_one(cfg, LocalLauncher())
     finally:
-        SPECS.pop("ps-reduce0", None)
+        SPECS.pop(strategy, None)
     assert row["status"] == "ok", row["failure"]
-    assert row["plan"] == "ps-reduce0" and row["images_per_sec"] > 0
+    assert row["plan"] == strategy and row["images_per_sec"] > 0
+    return row, dump
+
+
+def test_a_new_strategy_is_one_module_and_one_spec_entry(reference, tmp_path, monkeypatch):
+    """tests/demo_strategy.py + the register() call in tests/demo_strategy_spec.py, nothing else:
+    it validates, launches in the TF layout, trains to the same weights as SGD, and gets a row."""
+    _, dump = run_plugin("ps-reduce0", "tests.demo_strategy_spec", monkeypatch, tmp_path)
     assert_same_weights(dump, reference, "ps-reduce0")
 
 
@@ -111,22 +118,8 @@ def test_a_workers_layout_strategy_runs_its_own_class(reference, tmp_path, monke
     """The spec's layout decides the rank entry: a strategy registered with the workers layout
     runs its own class (here MPI_Allreduce through mpi4py, no Horovod), not Horovod's, and an
     unpriced strategy gets a row without a prediction rather than an error."""
-    import importlib
-
-    from bench.strategy_specs import SPECS
-
-    monkeypatch.setenv("RALP_STRATEGY_MODULES", "tests.demo_workers_spec")
-    importlib.reload(importlib.import_module("tests.demo_workers_spec"))
-    dump = str(tmp_path / "weights.npz")
-    try:
-        cfg = RunConfig(model=MODEL, strategy="mpi-allreduce", workers=2, batch_size=BATCH, steps=STEPS,
-                        warmup_steps=WARMUP, learning_rate=LR, dataset="mnist", dump_weights=dump).validate()
-        row = run_one(cfg, LocalLauncher())
-    finally:
-        SPECS.pop("mpi-allreduce", None)
-    assert row["status"] == "ok", row["failure"]
-    assert row["plan"] == "mpi-allreduce" and row["horovod_settings"] is None
-    assert row["predicted_step_time_s"] is None
+    row, dump = run_plugin("mpi-allreduce", "tests.demo_workers_spec", monkeypatch, tmp_path)
+    assert row["horovod_settings"] is None and row["predicted_step_time_s"] is None
     assert_same_weights(dump, reference, "mpi-allreduce")
 
 

@@ -36,24 +36,35 @@ BLOCK_TIMEOUT_S = 1800
 # Defined in every block's prelude: start a server, wait for its URL, fetch it, stop it.
 SERVE = r'''
 serve() {
-  local log; log=$(mktemp)
-  setsid "$@" >"$log" 2>&1 &
-  local pid=$! url=
-  for _ in $(seq 120); do
-    url=$(grep -o 'http://[0-9a-z.:]*/*' "$log" | head -n1) && [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$log"; return 1; }
-    sleep 1
-  done
-  [ -n "$url" ] || { echo "serve: $* printed no URL"; cat "$log"; kill -INT -- -"$pid"; return 1; }
-  python - "$url" <<'PY'
-import sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=30) as r:
-    assert r.status == 200, r.status
-    print(f"served {sys.argv[1]}: {len(r.read())} bytes")
+  python - "$@" <<'PY'
+import os, re, signal, subprocess, sys, tempfile, time, urllib.request
+# Start the server in its own session with only stdin/out/err (close_fds: it must not hold the
+# test's pipe open), wait for the URL it prints, fetch the page, then stop it with SIGTERM (a
+# background job of a script ignores SIGINT).
+log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+proc = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        start_new_session=True, close_fds=True)
+url, deadline = None, time.monotonic() + 120
+while url is None and time.monotonic() < deadline and proc.poll() is None:
+    time.sleep(1)
+    found = re.search(r"http://[0-9a-z.:]+/?", open(log.name).read())
+    url = found.group(0) if found else None
+try:
+    if url is None:
+        sys.exit(f"serve: {' '.join(sys.argv[1:])} printed no URL:\n{open(log.name).read()[-2000:]}")
+    with urllib.request.urlopen(url, timeout=30) as r:
+        assert r.status == 200, r.status
+        print(f"served {url}: {len(r.read())} bytes")
+finally:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    os.unlink(log.name)
 PY
-  local rc=$?
-  kill -INT -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-  return $rc
 }
 '''
 
