@@ -23,29 +23,25 @@ def link_from_args(args, workers: int, cpus_per_host) -> LinkSpec:
 
 def make_launcher(args, workers: int, ps: int):
     """Pick and configure the launcher; errors here come before anything starts."""
-    mode = args.cluster
-    if mode != "hosts":
+    mode = resolve_auto(args.cluster)
+    if mode not in ("hosts", "slurm"):
         _refuse_passthrough(args)
-    if mode == "auto":
-        from bench.launch.netns import can_emulate
-
-        ok, reason = can_emulate()
-        mode = "emulated" if ok else "local"
-        if not ok:
-            print(f"ralp-bench: note: no emulated cluster ({reason}); running locally over loopback",
-                  file=sys.stderr)
     if mode == "local":
         from bench.launch.local import LocalLauncher
 
         return LocalLauncher()
-    if mode == "hosts":
+    if mode in ("hosts", "slurm"):
         from bench.launch.hosts import HostsLauncher, parse_env, parse_mpirun_args
+        from bench.launch.slurm import SlurmLauncher
 
         link = link_from_args(args, workers, None) if args.bandwidth else None
-        return HostsLauncher(args.hostfile, args.network, link, env=parse_env(getattr(args, "env", None)),
-                             mpirun_args=parse_mpirun_args(getattr(args, "mpirun_arg", None)))
+        passthrough = dict(env=parse_env(getattr(args, "env", None)),
+                           mpirun_args=parse_mpirun_args(getattr(args, "mpirun_arg", None)))
+        if mode == "slurm":
+            return SlurmLauncher(args.network, link, **passthrough)
+        return HostsLauncher(args.hostfile, args.network, link, **passthrough)
     if mode != "emulated":
-        raise UserError(f"--cluster must be auto, emulated, local or hosts; got {mode!r}")
+        raise UserError(f"--cluster must be auto, emulated, local, hosts or slurm; got {mode!r}")
     from bench.launch.emulated_cluster import default_cpus_per_host
     from bench.launch.emulated_launcher import EmulatedLauncher
 
@@ -55,12 +51,33 @@ def make_launcher(args, workers: int, ps: int):
                             link_check=not getattr(args, "no_link_check", False))
 
 
+def resolve_auto(mode: str) -> str:
+    """``auto``: the allocation inside a Slurm job (said in one line), else emulated where this
+    machine can, else local; any other mode as given."""
+    if mode != "auto":
+        return mode
+    from bench.launch.slurm import job_id
+
+    if job_id():
+        print(f"ralp-bench: note: inside Slurm job {job_id()}; running on its nodes (--cluster slurm)",
+              file=sys.stderr)
+        return "slurm"
+    from bench.launch.netns import can_emulate
+
+    ok, reason = can_emulate()
+    if not ok:
+        print(f"ralp-bench: note: no emulated cluster ({reason}); running locally over loopback", file=sys.stderr)
+    return "emulated" if ok else "local"
+
+
 def _refuse_passthrough(args):
-    """--env/--mpirun-arg only mean something where ranks start over ssh with sshd's environment."""
+    """--env/--mpirun-arg only mean something where ranks start on other hosts (over ssh or
+    Slurm) with another environment than the driver's."""
     for flag in ("env", "mpirun_arg"):
         if getattr(args, flag, None):
-            raise UserError(f"--{flag.replace('_', '-')} is for --cluster hosts (ranks over ssh); local and emulated "
-                            "ranks inherit the driver's whole environment: set variables (OMPI_MCA_* for mpirun) there")
+            raise UserError(f"--{flag.replace('_', '-')} is for --cluster hosts or slurm (ranks started on other "
+                            "hosts); local and emulated ranks inherit the driver's whole environment: set variables "
+                            "(OMPI_MCA_* for mpirun) there")
 
 
 def apply_cluster(cfg, launcher):

@@ -4,7 +4,8 @@ Why: a cluster brought up here persists after the command exits (its owner
 is "manual"), so several runs, or a user's own mpirun, can share it; stale
 cleanup never removes a manual cluster, only `cluster down` does. With
 ``--ssh`` its hosts are machines reached over ssh (bench/launch/ssh_hosts.py)
-and ``cluster exec`` runs a command on one of them, the login host by default.
+and ``cluster exec`` runs a command on one of them, the login host by default;
+``--slurm`` adds a real Slurm on those machines (bench/launch/slurm.py).
 """
 import argparse
 import os
@@ -36,6 +37,9 @@ def register(subparsers):
     up.add_argument("--ssh", action="store_true",
                     help="hosts behave like separate machines: own hostname, /tmp and sshd, a login host for the "
                          "driver; prints a hostfile for --cluster hosts")
+    up.add_argument("--slurm", action="store_true",
+                    help="also a real Slurm on those machines (implies --ssh): munged everywhere, slurmctld on the "
+                         "login host, slurmd on every host; submit with cluster exec -- sbatch")
     st = sub.add_parser("status", help="show emulated clusters: namespaces, addresses, rates, owner")
     st.add_argument("--name", default=None, help="only this cluster")
     ex = sub.add_parser("exec", help="run a command on a machine of an --ssh cluster (default: its login host)")
@@ -63,9 +67,11 @@ def run(args):
 
 def _up(args):
     link = LinkSpec.parse(args.bandwidth, args.ps_bandwidth, args.latency)
-    kind = SshCluster if args.ssh else EmulatedCluster
+    machines = args.ssh or args.slurm
+    extra = {"slurm": True} if args.slurm else {}
+    kind = SshCluster if machines else EmulatedCluster
     cluster = kind(args.hosts, link.worker_bps, link.latency_s, link.ps_bps,
-                   name=args.name, manual=True, cpus_per_host=args.cpus_per_host)
+                   name=args.name, manual=True, cpus_per_host=args.cpus_per_host, **extra)
     cluster.up()
     cpus = f"{cluster.cpus_per_host:.2f} cores each (cgroup cap)" if cluster.cpus_per_host else "no CPU cap"
     print(f"emulated cluster {cluster.name!r} up: {len(cluster.hosts)} hosts on {cluster.subnet}, {cpus}")
@@ -74,9 +80,11 @@ def _up(args):
         print(f"  {host.netns:<14} {host.ip:<13} {host.iface}  {format_bandwidth(host.bandwidth_bps, flag=True)}{role}")
     if not args.no_link_check and len(cluster.hosts) >= 2:
         print_link_table(cluster)
-    if args.ssh:
+    if machines:
         print_ssh_usage(cluster)
-    else:
+    if args.slurm:
+        print_slurm_usage(cluster)
+    if not machines:
         print(f"run on a host:  ip netns exec {cluster.hosts[0].netns} CMD   (network only; runs of ralp-bench "
               "also enter the host's CPU group)")
     print(f"remove it:      ralp-bench cluster down --name {cluster.name}")
@@ -99,6 +107,20 @@ def print_ssh_usage(cluster):
           f"--network {cluster.subnet} --model lenet_mnist --strategy ps,horovod,ralp "
           f"--workers {len(cluster.hosts) - 1}")
     print(f"a shell on a host:  ralp-bench cluster exec --name {name} --on {cluster.hosts[-1].name} -- bash")
+
+
+def print_slurm_usage(cluster):
+    """Where the emulated Slurm's files are, and how to submit the example comparison."""
+    from bench.launch.slurm import PARTITION
+    from bench.launch.slurm import paths as slurm_paths
+
+    files, name, hosts = slurm_paths(cluster.ssh_dir), cluster.name, cluster.hosts
+    print(f"slurm: slurmctld on {cluster.login.name}, slurmd on {' '.join(h.name for h in hosts)} (all idle), "
+          f"partition {PARTITION}; munged on every machine with one key")
+    print(f"  slurm.conf  {files['conf']}   (/etc/slurm/slurm.conf on every machine); logs in {files['log']}")
+    print("submit the example comparison from the login host (ralp-bench must be on PATH):")
+    print(f"  ralp-bench cluster exec --name {name} -- sbatch -N {len(hosts)} --wait examples/slurm/compare.sbatch")
+    print(f"  ralp-bench cluster exec --name {name} -- sinfo")
 
 
 def print_link_table(cluster, patterns=None, seconds=1.0):
@@ -152,7 +174,8 @@ def _status(args):
         if state.get("ssh"):
             files = paths(cluster_dir(name))
             print(f"  ssh machines (login host {name}-login): hostfile {files['hostfile']}, "
-                  f"ssh config {files['config']}")
+                  f"ssh config {files['config']}" + ("; Slurm: slurmctld on login, slurmd on every host"
+                                                     if state.get("slurm") else ""))
     return 0
 
 

@@ -23,16 +23,17 @@ def register(subparsers):
 
 
 def add_cluster_arguments(p):
-    p.add_argument("--cluster", default="auto", choices=["auto", "emulated", "local", "hosts"],
-                   help="where ranks run (default: emulated when possible, else local)")
+    p.add_argument("--cluster", default="auto", choices=["auto", "emulated", "local", "hosts", "slurm"],
+                   help="where ranks run (default: the allocation inside a Slurm job, else emulated when "
+                        "possible, else local); slurm: the nodes of this Slurm job (sbatch, salloc)")
     add_setting_arguments(p, "cluster")  # --ps-bandwidth, --latency, --cpus-per-host (RunConfig's)
     p.add_argument("--hostfile", default=None, help="--cluster hosts: Open MPI hostfile ('node slots=N')")
     p.add_argument("--env", action="append", default=None, metavar="NAME[=VALUE]",
-                   help="--cluster hosts: also forward this variable to every rank (NAME alone: its value here); "
+                   help="--cluster hosts/slurm: also forward this variable to every rank (NAME alone: its value here); "
                         "repeatable. Forwarded anyway when set: PATH, LD_LIBRARY_PATH, PYTHONPATH, NCCL_*, CUDA_*, "
                         "HOROVOD_*, UCX_*, RALP_*; rows record the names, never the values")
     p.add_argument("--mpirun-arg", action="append", default=None, metavar="ARG",
-                   help="--cluster hosts: extra mpirun words, split as a shell would, repeatable; a value that "
+                   help="--cluster hosts/slurm: extra mpirun words, split as a shell would, repeatable; a value that "
                         "starts with - needs '=': --mpirun-arg=\"--mca plm_rsh_agent 'ssh -F cfg'\"")
     p.add_argument("--scale-to", default=None,
                    help="emulated: set link rates so this machine's compute/network ratio matches a preset")

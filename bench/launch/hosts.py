@@ -9,6 +9,8 @@ TF servers to the cluster interface on multi-homed hosts.
 Environment: ranks started over ssh get sshd's environment, not the driver's, so the
 variables a GPU cluster needs are forwarded by name (``forwarded_env``) and ``--env`` adds
 more; rows record the names forwarded, never the values (they may hold secrets).
+
+Slurm: slurm.py's SlurmLauncher is this launcher on an allocation's nodes instead of a hostfile's.
 """
 import os
 import shlex
@@ -84,9 +86,14 @@ class HostsLauncher(Launcher):
 
     def __init__(self, hostfile: str, network: Optional[str] = None, link=None,
                  env: Optional[Dict[str, str]] = None, mpirun_args: Optional[List[str]] = None):
-        """``link``: the LinkSpec the user states for the real NICs (None: not stated); ``env``:
+        self.configure(read_hostfile(hostfile), network, link, env, mpirun_args)
+
+    def configure(self, hosts: List[Tuple[str, int]], network: Optional[str], link,
+                  env: Optional[Dict[str, str]], mpirun_args: Optional[List[str]]):
+        """``hosts``: (name, slots) in placement order (a hostfile's; slurm.py: an allocation's);
+        ``link``: the LinkSpec the user states for the real NICs (None: not stated); ``env``:
         the ``--env`` variables; ``mpirun_args``: extra words for mpirun, before the program."""
-        self.hosts = read_hostfile(hostfile)
+        self.hosts = hosts
         self.network = network
         self.link = link
         # Fixed at start, so every launch forwards the same; mpirun runs with BASE_ENV on top.
@@ -95,8 +102,7 @@ class HostsLauncher(Launcher):
 
     def spec(self, layout, rank_argv) -> LaunchSpec:
         counts = place_ranks(layout, [s for _, s in self.hosts])
-        placement = ",".join(f"{h}:{n}" for (h, _), n in zip(self.hosts, counts) if n)
-        argv = [mpirun_path(), "-H", placement, "--map-by", "slot", "--bind-to", "none"]
+        argv = [mpirun_path()] + self.placement_args([h for h, _ in self.hosts], counts) + ["--bind-to", "none"]
         for name in sorted(self.env):
             argv += ["-x", name]
         if self.network:
@@ -107,7 +113,12 @@ class HostsLauncher(Launcher):
         return LaunchSpec(argv + self.mpirun_args + [sys.executable, "-m", "bench.run"] + rank_argv,
                           env=dict(self.env))
 
+    @staticmethod
+    def placement_args(names: List[str], counts: List[int]) -> List[str]:
+        """mpirun options that put ``counts[i]`` ranks on host ``names[i]``, in rank order."""
+        return ["-H", ",".join(f"{h}:{n}" for h, n in zip(names, counts) if n), "--map-by", "slot"]
+
     def cluster_fields(self) -> Dict:
         links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}
-        return {"cluster_mode": "hosts", "hosts": len(self.hosts), **links,
+        return {"cluster_mode": self.mode, "hosts": len(self.hosts), **links,
                 "env_forwarded": ",".join(sorted(self.env)) or None}

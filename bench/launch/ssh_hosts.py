@@ -22,7 +22,12 @@ machines, plus one more, ``login``, outside the hostfile, where the driver runs:
   ``plm_rsh_agent = ssh -F <cluster>/ssh/config``, so any mpirun started on a machine
   reaches the others over ssh with the cluster's key and known_hosts (root's ~/.ssh is
   never read or written);
-- its PID 1 is ``sshd -D`` on port 22 (root, key login only, its own host key).
+- its PID 1 is ``sshd -D`` on port 22 (root, key login only, its own host key);
+- with ``slurm=True`` (``cluster up --slurm``) a real Slurm too: before its sshd each machine
+  runs the cluster's ``slurm/start.sh`` (slurm.py), which starts ``munged`` (one key for all)
+  and ``slurmctld`` on the login host or ``slurmd -D -N <host>`` on a host; bring-up returns
+  once ``sinfo`` shows every host idle. The daemons live in the machines' namespaces, so they
+  end with the machines.
 
 The login machine's link is not shaped: it carries the driver's mpirun control traffic only.
 Everything is removed with the cluster's namespaces: killing a namespace's processes ends
@@ -38,6 +43,7 @@ from typing import List, Optional
 
 from bench.errors import UserError
 from bench.launch import netns as nx
+from bench.launch import slurm as sl
 from bench.launch.cluster_state import cluster_dir, read_states
 from bench.launch.emulated_cluster import SUBNET_PREFIX, EmulatedCluster
 
@@ -198,6 +204,7 @@ mca=""" + MCA_PARAMS + r"""; ssh=""" + SSH_CLIENT_CONFIG + r"""
 [ ! -f $mca ] || mount -n --bind "$d/etc/mca-params.conf" $mca
 [ ! -f $ssh ] || mount -n --bind "$d/ssh/config" $ssh
 cd /
+[ ! -x "$d/slurm/start.sh" ] || "$d/slurm/start.sh" "$d" "$host"
 exec """ + SSHD + r""" -D -e -f "$d/ssh/sshd_config" -h "$d/ssh/host_$host"
 """
 
@@ -290,19 +297,26 @@ def enter_argv(directory: str, m: Machine, argv: List[str], cwd: Optional[str] =
 class SshCluster(EmulatedCluster):
     """An EmulatedCluster whose hosts are machines, plus a login host; ``hostfile`` for the driver."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, slurm=False, **kwargs):
+        """``slurm``: also run a real Slurm on the machines (munged, slurmctld, slurmd)."""
         ok, reason = available()
+        if ok and slurm:
+            ok, reason = sl.available()
         if not ok:
             raise UserError(reason)
         super().__init__(*args, **kwargs)
+        self.slurm = slurm
         self.ssh_dir = cluster_dir(self.name)  # cluster_state removes it with the cluster
 
     @classmethod
     def attach(cls, name="ralp"):
-        if not read_states().get(name, {}).get("ssh"):
+        state = read_states().get(name, {})
+        if not state.get("ssh"):
             raise UserError(f"no emulated cluster named {name!r} with ssh hosts is up; run "
                             f"`ralp-bench cluster up --ssh --name {name} --hosts N --bandwidth RATE`")
-        return super().attach(name)
+        cluster = super().attach(name)
+        cluster.slurm = bool(state.get("slurm"))
+        return cluster
 
     @property
     def login(self) -> Machine:
@@ -322,6 +336,7 @@ class SshCluster(EmulatedCluster):
     def _state(self):
         state = super()._state()
         state["ssh"] = True
+        state["slurm"] = self.slurm
         state["namespaces"].append(self.login.netns)
         return state
 
@@ -330,7 +345,16 @@ class SshCluster(EmulatedCluster):
         login = self.login
         self._plug(login.netns, login.name, login.ip)  # unshaped: the driver's control traffic only
         write_files(self.ssh_dir, self.name, self.machines, self.machines[1:])
+        if self.slurm:
+            sl.write_emulated_files(self.ssh_dir, self.name, (login.name, login.ip),
+                                    [(h.name, h.ip) for h in self.hosts])
         start(self.ssh_dir, self.machines)
+        if self.slurm:
+            sl.wait_until_idle(self.ssh_dir, self._on_login, [h.name for h in self.hosts])
+
+    def _on_login(self, argv: List[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(enter_argv(self.ssh_dir, self.login, argv), capture_output=True, text=True,
+                              timeout=60)
 
     def enter_argv(self, machine: str, argv: List[str]) -> List[str]:
         """``argv`` run on machine ``machine`` (login, or a host name such as h1)."""
