@@ -285,7 +285,13 @@ def enter_argv(directory: str, m: Machine, argv: List[str], cwd: Optional[str] =
 
     The working directory is kept where it is shared (the project), else it is /."""
     cwd = os.path.abspath(cwd or os.getcwd())
-    if any(cwd == top or cwd.startswith(top + "/") for top in PRIVATE_MOUNTS):
+    try:
+        with open(paths(directory)["shared"]) as fh:
+            shared = [line.strip() for line in fh if line.strip()]
+    except OSError:
+        shared = []
+    inside = lambda tops: any(cwd == top or cwd.startswith(top + "/") for top in tops)  # noqa: E731
+    if inside(PRIVATE_MOUNTS) and not inside(shared):
         cwd = "/"
     enter = (f'[ -z "$0" ] || echo $$ > "$0" || exit 126; exec nsenter --target {machine_pid(directory, m)} '
              f'--net --uts --mount --pid --wd={shlex.quote(cwd)} "$@"')
