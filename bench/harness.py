@@ -5,6 +5,7 @@ JSON (RALP-RESULT lines in mpirun's output: the driver need not share a filesyst
 fails becomes a row with status "failed" and the reason, never a dropped row.
 """
 import json
+import sys
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional
 
@@ -99,8 +100,6 @@ def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
     """The cost model's columns of the row. A configuration it cannot price (or whose calibration
     failed) keeps its measurement, and the reason is said on stderr: a row silently without a
     prediction hid a broken calibration once (issue 33)."""
-    import sys
-
     from bench.planning import predict
 
     try:

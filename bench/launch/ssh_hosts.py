@@ -87,11 +87,14 @@ def shared_paths() -> List[str]:
 
     import bench
 
-    candidates = [os.getcwd(), os.path.realpath(sys.prefix), os.path.dirname(os.path.dirname(bench.__file__))]
-    private = sorted({os.path.realpath(c) for c in candidates
-                      if any(os.path.realpath(c) == t or os.path.realpath(c).startswith(t + "/")
-                             for t in PRIVATE_MOUNTS)})
-    return [c for c in private if not any(c.startswith(o + "/") for o in private if o != c)]
+    candidates = {os.path.realpath(c) for c in (os.getcwd(), sys.prefix, os.path.dirname(os.path.dirname(bench.__file__)))}
+    private = sorted(c for c in candidates if _under(c, PRIVATE_MOUNTS))
+    return [c for c in private if not _under(c, [o for o in private if o != c])]
+
+
+def _under(path: str, tops) -> bool:
+    """``path`` is one of ``tops`` or inside one."""
+    return any(path == top or path.startswith(top + "/") for top in tops)
 
 
 def available() -> tuple:
@@ -290,8 +293,7 @@ def enter_argv(directory: str, m: Machine, argv: List[str], cwd: Optional[str] =
             shared = [line.strip() for line in fh if line.strip()]
     except OSError:
         shared = []
-    inside = lambda tops: any(cwd == top or cwd.startswith(top + "/") for top in tops)  # noqa: E731
-    if inside(PRIVATE_MOUNTS) and not inside(shared):
+    if _under(cwd, PRIVATE_MOUNTS) and not _under(cwd, shared):
         cwd = "/"
     enter = (f'[ -z "$0" ] || echo $$ > "$0" || exit 126; exec nsenter --target {machine_pid(directory, m)} '
              f'--net --uts --mount --pid --wd={shlex.quote(cwd)} "$@"')
