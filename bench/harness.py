@@ -1,8 +1,9 @@
 """Run configurations through a launcher and turn what ranks report into result rows.
 
 Data flows one way: RunConfig -> plan (analyzer) -> launch (mpirun) -> rank 0's
-JSON (RALP-RESULT lines in mpirun's output: the driver need not share a filesystem with any rank) -> row (measured figures beside the cost model's). A configuration that
-fails becomes a row with status "failed" and the reason, never a dropped row.
+JSON (RALP-RESULT lines in mpirun's output: the driver need not share a
+filesystem with any rank) -> row (measured figures beside the cost model's). A
+configuration that fails becomes a row with status "failed" and the reason, never a dropped row.
 """
 import json
 import sys

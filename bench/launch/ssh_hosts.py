@@ -87,7 +87,8 @@ def shared_paths() -> List[str]:
 
     import bench
 
-    candidates = {os.path.realpath(c) for c in (os.getcwd(), sys.prefix, os.path.dirname(os.path.dirname(bench.__file__)))}
+    here = (os.getcwd(), sys.prefix, os.path.dirname(os.path.dirname(bench.__file__)))
+    candidates = {os.path.realpath(c) for c in here}
     private = sorted(c for c in candidates if _under(c, PRIVATE_MOUNTS))
     return [c for c in private if not _under(c, [o for o in private if o != c])]
 
