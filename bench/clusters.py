@@ -58,8 +58,9 @@ def resolve_auto(mode: str) -> str:
         return mode
     from bench.launch.slurm import job_id
 
-    if job_id():
-        print(f"ralp-bench: note: inside Slurm job {job_id()}; running on its nodes (--cluster slurm)",
+    job = job_id()
+    if job:
+        print(f"ralp-bench: note: inside Slurm job {job}; running on its nodes (--cluster slurm)",
               file=sys.stderr)
         return "slurm"
     from bench.launch.netns import can_emulate
