@@ -36,7 +36,8 @@ def make_launcher(args, workers: int, ps: int):
 
         link = link_from_args(args, workers, None) if args.bandwidth else None
         passthrough = dict(env=parse_env(getattr(args, "env", None)),
-                           mpirun_args=parse_mpirun_args(getattr(args, "mpirun_arg", None)))
+                           mpirun_args=parse_mpirun_args(getattr(args, "mpirun_arg", None)),
+                           firewall=not getattr(args, "no_firewall", False))
         if mode == "slurm":
             return SlurmLauncher(args.network, link, **passthrough)
         return HostsLauncher(args.hostfile, args.network, link, **passthrough)
@@ -74,6 +75,9 @@ def resolve_auto(mode: str) -> str:
 def _refuse_passthrough(args):
     """--env/--mpirun-arg only mean something where ranks start on other hosts (over ssh or
     Slurm) with another environment than the driver's."""
+    if getattr(args, "no_firewall", False):
+        raise UserError("--no-firewall is for --cluster hosts or slurm; as root, local ranks run in a loopback-only "
+                        "network namespace and emulated hosts sit on this machine's private bridge")
     for flag in ("env", "mpirun_arg"):
         if getattr(args, flag, None):
             raise UserError(f"--{flag.replace('_', '-')} is for --cluster hosts or slurm (ranks started on other "
@@ -89,3 +93,6 @@ def apply_cluster(cfg, launcher):
         for name, value in launcher.link.flags().items():
             setattr(cfg, name, value)
     cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
+    from bench.roles import RankLayout
+
+    cfg.workers_per_host = launcher.workers_per_host(RankLayout.for_run(cfg, "ps"))

@@ -95,6 +95,9 @@ class RunConfig:
     cpus_per_host: Optional[float] = setting(None, "CPU cores each emulated host may use, a hard cgroup cap "
                                              "(default: this machine's cores / hosts; 0: no cap); the "
                                              "calibration runs under it", cli=("cluster", "rank"))
+    workers_per_host: Optional[int] = setting(None, "workers sharing one worker host and its NIC, as the cluster "
+                                              "places them (hosts/Slurm: from the slots; default: one per host); "
+                                              "the cost model prices their shared NIC", cli=("rank",), row=True)
     # What the cost model measures under that quota (RALP_CALIBRATION sets the default).
     calibration: str = setting(None, "cost model's compute figures: the model's own step timed on one host (model) "
                                "or conv/matmul micro-benchmarks (hardware)", choices=CALIBRATIONS,

@@ -144,9 +144,11 @@ def compression_candidates(compression: Union[None, str, Sequence[str]]):
 def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, hardware=None,
             strategies: Sequence[str] = STRATEGIES, compression: Union[None, str, Sequence[str]] = None,
             overlap: bool = False, all_cuts: bool = False, timing=None, ps_placement: str = "dedicated",
-            search_layouts: bool = False, micro_batches: Optional[int] = None) -> Plan:
+            search_layouts: bool = False, micro_batches: Optional[int] = None,
+            workers_per_host: Optional[int] = None) -> Plan:
     """Predict each strategy and pick the fastest; see module docstring for the split, codec,
-    layout and micro-batch rules."""
+    layout and micro-batch rules. ``workers_per_host``: workers sharing a host's NIC (None: the
+    hardware's ``gpus_per_host``; ralp/cost_model.py ``workers_on_each_host``)."""
     if ps_placement not in PS_PLACEMENTS:
         raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
     search = _Search(_validate(batch_size, workers, ps, strategies, micro_batches),
@@ -157,7 +159,7 @@ def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, har
         hardware = load_hardware(hardware)
     candidates = compression_candidates(compression)
     plans = {spec: _analyze_one(profile, batch_size, workers, ps, hardware, strategies, spec, overlap, all_cuts,
-                                timing, search)
+                                timing, search, workers_per_host)
              for spec in candidates}
     if len(plans) == 1:
         return plans[candidates[0]]
@@ -187,10 +189,10 @@ class _Search:
 
 
 def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compression, overlap, all_cuts,
-                 timing=None, search: Optional[_Search] = None) -> Plan:
+                 timing=None, search: Optional[_Search] = None, workers_per_host: Optional[int] = None) -> Plan:
     search = search or _Search((1,), ("dedicated",), (ps,))
     common = dict(workers=workers, batch_size=batch_size, hardware=hardware, overlap=overlap,
-                  compression=compression, timing=timing)
+                  compression=compression, timing=timing, workers_per_host=workers_per_host)
     if compression is not None:  # strategies priced (and implemented) in fp32 only sit this codec out
         strategies = [s for s in strategies if s not in UNCOMPRESSED_ONLY]
     predictions, ps_layouts = {}, {}

@@ -24,17 +24,22 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     same transfers alone over gRPC reach 94-95% of line rate: the busiest host's own push shares
     its link with the pulls it serves (``_pushed_during_pull``). With that term every colocated
     cell of alexnet_cifar and vgg_cifar in both runs is predicted within 12% of the measured step,
-    as in run 20261205T033401Z-34671f, measured afresh to check it (sweeps/ps-model-check.toml)."""
-    phases, mean_bytes, largest = colocated_phases(s.profile.variable_sizes, s.W, s.comp)
-    P, W, comp, stages = s.P, s.W, s.comp, _stages(s)
+    as in run 20261205T033401Z-34671f, measured afresh to check it (sweeps/ps-model-check.toml).
+    With k workers per host (and so k PS tasks), ``largest`` is the busiest host's share Q (its
+    tasks' shards): each of its workers reads all Q floats through loopback, serves 1/k of the
+    (W-k) remote reads of Q and receives 1/k of their gradients, all on the host's CPU as the
+    transport's local bytes, never as a link."""
+    phases, mean_bytes, (largest, task), busiest = colocated_phases(s.profile.variable_sizes, s.W, s.comp, s.k)
+    P, W, k, comp, stages = s.P, s.W, s.k, s.comp, _stages(s)
     phases[0].worker_tx += _pushed_during_pull(s, largest, stages)
-    pull = transport_seconds(s, sent=4.0 * (W - 1) * largest, received=4.0 * (P - largest), local=4.0 * largest)
+    pull = transport_seconds(s, sent=4.0 * (W - k) * largest / k, received=4.0 * (P - largest), local=4.0 * largest)
     push = transport_seconds(s, sent=_gradient_bytes(P - largest, comp),
-                             received=(W - 1) * _gradient_bytes(largest, comp), local=_gradient_bytes(largest, comp))
+                             received=(W - k) * _gradient_bytes(largest, comp) / k,
+                             local=_gradient_bytes(largest, comp))
     return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
-                    ps_compute=s.passes(largest, s.W + UPDATE_PASSES),  # the largest shard's sums and update
-                    worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(largest * s.W, s.comp, 1),
-                    mean_bytes=mean_bytes, stages=stages, transport=(pull, push),
+                    ps_compute=s.ps_passes(task, s.W + UPDATE_PASSES),  # the largest shard's sums and update
+                    worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(task * s.W, s.comp, 1),
+                    mean_bytes=mean_bytes, stages=stages, transport=(pull, push), notes={"host_bytes": busiest},
                     streamed=("push gradients", tower_layers(s.profile, None)))
 
 
@@ -47,29 +52,36 @@ def _pushed_during_pull(s: Setting, largest: float, stages) -> float:
     the link direction from then on, so the last parameter arrives later by what the push sent
     meanwhile: min(pull bytes left when the push starts, push bytes). The push starts after
     the worker's own pull, its forward and the backward of the FC layers (whose gradients are
-    ready first). ``stages``: ``_stages(s)``."""
-    P, W = s.P, s.W
-    rate = s.hardware.worker_bandwidth / 8.0
-    serve = 4.0 * (W - 1) * largest
+    ready first). ``stages``: ``_stages(s)``. With k workers on the host: each worker's share of
+    the serving (1/k) at its share of the NIC (``Hardware.worker_link_Bps``)."""
+    P, W, k = s.P, s.W, s.k
+    rate = s.hardware.worker_link_Bps(k)
+    serve = 4.0 * (W - k) * largest / k
     fc_flops = 1.0 - stages[1] if stages else 0.0
     start = 4.0 * (P - largest) / rate + s.train_full / 3 + s.train_full * 2 / 3 * fc_flops
     return min(max(0.0, serve - rate * start), _gradient_bytes(P - largest, s.comp))
 
 
-def colocated_phases(sizes, W, comp):
-    """Pull and push phases of sync PS with one PS task on each of W worker hosts.
+def colocated_phases(sizes, W, comp, k=1):
+    """Pull and push phases of sync PS with one PS task beside each of W workers, k per host.
 
-    Host i holds shard P_i: it pulls the other shards (4(P - P_i)) while serving its own to
-    the W-1 other workers (4(W-1)P_i), then pushes the other shards' gradients while
-    receiving W-1 gradients of its own. Both happen on its one full-duplex link, so each
-    phase lasts as long as the busiest direction of the busiest host: the phase carries
-    the per-direction maxima. Returns (phases, mean (tx, rx) per host, largest shard)."""
+    PS task i sits beside worker i, on host i // k (ranks fill hosts in order), so host h
+    holds Q_h, its tasks' shards: its k workers pull the other shards (k x 4(P - Q_h)) while
+    it serves Q_h to the W-k workers of other hosts (4(W-k)Q_h), then they push the other
+    shards' gradients while it receives W-k gradients of Q_h. Both happen on its one
+    full-duplex NIC, so each phase lasts as long as the busiest direction of the busiest
+    host: the phase carries the per-direction maxima, per worker (1/k of the host's).
+    Returns (phases, mean (tx, rx) per worker, (busiest host's Q, largest task's shard), the busiest
+    host's own (tx, rx) per worker: its real bytes, not the phases' maxima that mix hosts)."""
     shards = shard_loads(sizes, W)
+    hosts = [sum(shards[h * k:(h + 1) * k]) for h in range(W // k)]
     P = float(sum(shards))
-    pull = [(4.0 * (W - 1) * p, 4.0 * (P - p)) for p in shards]
-    push = [(_gradient_bytes(P - p, comp), (W - 1) * _gradient_bytes(p, comp)) for p in shards]
-    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull), worker_rx=max(r for _, r in pull)),
-              _Phase("push gradients", worker_tx=max(t for t, _ in push), worker_rx=max(r for _, r in push))]
-    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / W
-    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / W
-    return phases, (mean_tx, mean_rx), max(shards)
+    pull = [(4.0 * (W - k) * q, k * 4.0 * (P - q)) for q in hosts]
+    push = [(k * _gradient_bytes(P - q, comp), (W - k) * _gradient_bytes(q, comp)) for q in hosts]
+    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull) / k, worker_rx=max(r for _, r in pull) / k),
+              _Phase("push gradients", worker_tx=max(t for t, _ in push) / k, worker_rx=max(r for _, r in push) / k)]
+    mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / len(hosts) / k
+    mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / len(hosts) / k
+    h = hosts.index(max(hosts))
+    busiest = ((pull[h][0] + push[h][0]) / k, (pull[h][1] + push[h][1]) / k)
+    return phases, (mean_tx, mean_rx), (max(hosts), max(shards)), busiest

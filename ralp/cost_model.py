@@ -5,7 +5,7 @@ prediction must be explainable: how many bytes cross which link in which
 direction, how long each resource is busy, and which one limits the step.
 
 Byte formulas (fp32, P = P_conv + P_fc, A floats per image at the cut, B images
-per worker, W workers, S PS tasks):
+per worker, W workers, S PS tasks; one worker per host, k > 1 below):
 - "ps":      each worker pulls 4P and pushes 4P; each PS task sends and receives 4PW/S.
              Colocated (``ps_placement="colocated"``, tf_cnn_benchmarks' layout): one PS task
              beside each worker, holding P_i of the variables (greedy by size, ralp/sharding.py);
@@ -31,6 +31,27 @@ per worker, W workers, S PS tasks):
 P counts every variable, non-trainable batch-norm statistics included: under a PS
 they live on the PS and are read (pulled) and updated (pushed) every step.
 
+Several workers per host (``workers_per_host=k``, W = H x k; default the hardware's
+``gpus_per_host``): a host's k workers share its one NIC. A worker's bytes (``worker_tx_bytes``)
+are its share of what crosses the network; its host's NIC carries k times as much
+(``host_tx_bytes``, what the host's interface counters see), and each worker gets 1/k of the NIC
+(a PCIe link slower than that caps it: ``Hardware.worker_link_Bps``; a PS task's likewise). Bytes between two devices
+of one host never reach the wire (``intra_host_bytes``, per device): on GPU hosts they take the
+devices' own link (``intra_host_bandwidth``, NVLink or PCIe peer), beside the NIC, so a phase
+lasts as long as the slower of the two; on CPU hosts (no such link) they are copied through
+shared memory (``SHARED_MEMORY_PASSES`` per float, worker CPU time). Per strategy:
+- "ps": per-worker bytes as above; each host's NIC carries k x 4P each way; the PS is unchanged.
+- colocated "ps": PS task i beside worker i on host i // k; host h holds Q_h (its k tasks'
+  shards) and sends 4(W-k)Q_h parameters and k x 4(P-Q_h) gradients, receives the same amounts
+  the other way; reads of shards on the same host go through loopback and cost the transport's CPU, as one
+  worker's own shard does.
+- "horovod" (and the hybrid's tower ring): one ring over all W workers in rank order (Gloo's
+  ring; NCCL's with one NIC per host; Horovod's opt-in hierarchical all-reduce is not priced):
+  every edge carries 2(W-1)/W x 4P each way, k-1 of a host's k edges stay inside it, so each
+  host's NIC carries one edge (a worker 1/k of it, at 1/k of the NIC) and each device (k-1)/k of
+  an edge inside its host; 2(W-1) latencies. All-gathered codecs: (W-1) payloads per edge.
+- "ralp", "ralp-hybrid": per-worker activation and tower bytes as above, k x them on each NIC.
+
 Compression (``compression=``, the codecs of bench/codecs.py): what is encoded
 where follows the strategies' code. Gradient pushes (ps, ralp's tower) are encoded
 on the worker and decoded on the PS; parameter pulls stay fp32. RALP's activations
@@ -49,7 +70,10 @@ bench/calibration.py) the worker's step, the tower's and the head's are those
 seconds; without one, ~3x the forward FLOPs (forward + backward) at the hardware's
 conv and matmul rates. Memory-bound work is priced in elementwise passes
 (``Hardware.pass_seconds``: one pass reads two operands and writes one), not in
-FLOPs: the PS sums W gradients (W passes over its share) and applies momentum SGD
+FLOPs, on the device that runs it: the measured ``pass_s`` (this machine), else that device's
+memory bandwidth (presets: the datasheet's; the PS task's is ``ps_memory_bandwidth``, by default
+the workers' device, as RALP's head runs on the PS host's accelerator), else ``PASS_FLOPS`` of
+the conv rate; codec passes likewise. The PS sums W gradients (W passes over its share) and applies momentum SGD
 (2 passes); Horovod copies gradients into and out of its fusion buffer (2 passes),
 reduces (N-1)/N of them (1 pass) and every rank applies the same update (2 passes);
 RALP's PS does the PS's work for the tower and the update of the head.
@@ -122,11 +146,20 @@ class Prediction:
     ps: int = 1                        # PS tasks it runs with (0: none; colocated: one per worker)
     ps_placement: Optional[str] = "dedicated"  # None: no PS
     micro_batches: int = 1
+    workers_per_host: int = 1          # k: workers sharing one host and its NIC
+    host_tx_bytes: float = 0.0         # what one worker host puts on the network (k x worker_tx_bytes)
+    host_rx_bytes: float = 0.0         # what it takes off the network
+    intra_host_bytes: float = 0.0      # what each worker's device sends to its host's other devices
 
     @property
     def worker_bytes(self) -> float:
         """Pull + push per worker per step (the anchor table's number)."""
         return self.worker_tx_bytes + self.worker_rx_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        """Out + in on one worker host's NIC per step (what its interface counters see)."""
+        return self.host_tx_bytes + self.host_rx_bytes
 
     @property
     def images_per_s(self) -> float:
@@ -169,19 +202,33 @@ def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware
     return replace(hardware, worker_conv_flops=conv, worker_dense_flops=dense, ps_flops=dense)
 
 
+def workers_on_each_host(workers: int, hardware: Hardware, workers_per_host: Optional[int] = None) -> int:
+    """k, the workers on each worker host: ``workers_per_host``, or by default the hardware's
+    ``gpus_per_host`` (all W on one host when W is fewer). Every host must hold k workers."""
+    if workers_per_host is None:
+        workers_per_host = min(hardware.gpus_per_host, workers)
+    _check_positive("workers per host", workers_per_host)
+    if workers % workers_per_host:
+        raise UserError(f"{workers} workers do not fill hosts of {workers_per_host} workers each; "
+                        f"use a multiple of {workers_per_host} workers or give every host the same slots")
+    return workers_per_host
+
+
 def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
             cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
             timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated",
-            micro_batches: int = 1) -> Prediction:
+            micro_batches: int = 1, workers_per_host: Optional[int] = None) -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring): the
     strategy's cost function (ralp/strategy_costs.py) says what moves and what computes,
-    ``_assemble`` turns that into time the same way for every strategy."""
+    ``_assemble`` turns that into time the same way for every strategy. ``workers`` counts
+    every worker, on workers / ``workers_per_host`` hosts (``workers_on_each_host``)."""
     if ps_placement not in PS_PLACEMENTS:
         raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
     _check_positive("workers", workers)
     _check_positive("batch size", batch_size)
     _check_positive("ps", ps)
     _check_positive("micro-batches", micro_batches)
+    k = workers_on_each_host(workers, hardware, workers_per_host)
     if strategy not in PRICED:
         raise UserError(f"unknown strategy {strategy!r}; choose from {', '.join(PRICED)}")
     if micro_batches > 1 and strategy not in PIPELINED:
@@ -193,9 +240,9 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
-                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches)
+                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches, k)
     cost = COST_FUNCTIONS[strategy](setting)
-    prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap)
+    prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap, k)
     prediction.micro_batches = cost.micro_batches
     if strategy == "horovod":
         prediction.ps, prediction.ps_placement = 0, None
@@ -204,8 +251,9 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     else:
         prediction.ps = ps
     if cost.mean_bytes is not None:  # colocated: the mean host's bytes, no PS host
-        prediction = replace(prediction, worker_tx_bytes=cost.mean_bytes[0], worker_rx_bytes=cost.mean_bytes[1],
-                             ps_tx_bytes=0.0, ps_rx_bytes=0.0)
+        tx, rx = cost.mean_bytes
+        prediction = replace(prediction, worker_tx_bytes=tx, worker_rx_bytes=rx, host_tx_bytes=k * tx,
+                             host_rx_bytes=k * rx, ps_tx_bytes=0.0, ps_rx_bytes=0.0)
     return prediction
 
 
@@ -284,9 +332,15 @@ def _durations_after(phases, breakdown, name) -> float:
     return sum(breakdown[_key(n)] for n in names[names.index(name) + 1:])
 
 
-def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
-    """A StepCost as a step time (module docstring: Timing, Pipelined micro-batches)."""
-    worker_Bps, ps_Bps, lat = hardware.worker_bandwidth / 8, hardware.ps_bandwidth / 8, hardware.latency_s
+def _assemble(strategy, W, B, hardware, cost: StepCost, overlap, k=1) -> Prediction:
+    """A StepCost as a step time (module docstring: Timing, Pipelined micro-batches). ``worker_Bps``
+    is each worker's share of its host's NIC (k workers move the same bytes at once).
+
+    Long because each timing shape (the bound, staged sync PS, pipelined micro-batches, the
+    sequential step) is one branch over the same busy-time totals; issue 36 replaces it with one
+    evaluator of ordered stages."""
+    worker_Bps, ps_Bps, lat = hardware.worker_link_Bps(k), hardware.ps_link_Bps(), hardware.latency_s
+    intra_Bps = hardware.intra_host_bandwidth  # None: CPU workers, priced as compute by the cost function
     phases, worker_fwd, worker_bwd, m = cost.phases, cost.worker_fwd, cost.worker_bwd, cost.micro_batches
     worker_codec, ps_codec = cost.worker_codec, cost.ps_codec
     ps_compute = cost.ps_compute + ps_codec
@@ -296,6 +350,8 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
     comm = worker_link_busy = ps_link_busy = 0.0
     for ph in phases:
         worker_side = max(ph.worker_tx, ph.worker_rx) / worker_Bps
+        if ph.intra and intra_Bps:  # inside the host, beside the NIC (the ring's edges inside a host)
+            worker_side = max(worker_side, ph.intra / intra_Bps)
         ps_side = max(ph.ps_tx, ph.ps_rx) / ps_Bps
         duration = max(worker_side, ps_side) + ph.latency_hops * lat * (m if ph.pipelined else 1)
         breakdown[_key(ph.name)] = duration
@@ -305,12 +361,20 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
     totals = {key: sum(getattr(ph, key) for ph in phases) for key in ("worker_tx", "worker_rx", "ps_tx", "ps_rx")}
     worker_compute = worker_fwd + worker_bwd + worker_codec
     if overlap and phases:
-        # Full duplex, perfectly pipelined: each direction of each link is its own resource.
-        latency = sum(ph.latency_hops * (m if ph.pipelined else 1) for ph in phases) * lat
-        worker_link_busy = max(totals["worker_tx"], totals["worker_rx"]) / worker_Bps
+        # The bound (bench/planning.py): each resource at full rate; a link direction's bytes plus one
+        # latency (its last byte's flight; others overlap traffic). Colocated, one CPU runs the worker
+        # and its PS task, and the links carry the busiest host's real bytes (else the mean host's, no
+        # more), not the phases' maxima, which mix hosts and add contention as bytes.
+        colocated = cost.mean_bytes is not None
+        worker_tx, worker_rx = ((cost.notes.get("host_bytes") or cost.mean_bytes) if colocated
+                                else (totals["worker_tx"], totals["worker_rx"]))
+        worker_link_busy = max(worker_tx, worker_rx) / worker_Bps
         ps_link_busy = max(totals["ps_tx"], totals["ps_rx"]) / ps_Bps
-        comm = max(worker_link_busy, ps_link_busy) + latency
-        step = max(worker_compute, ps_compute, comm)
+        intra_busy = sum(ph.intra for ph in phases) / intra_Bps if intra_Bps else 0.0
+        comm = max(worker_link_busy, ps_link_busy, intra_busy) + lat
+        host_cpu = worker_compute + ps_compute if colocated else worker_compute
+        breakdown.update(bound_worker_host_s=host_cpu, bound_link_s=comm)
+        step = max(host_cpu, ps_compute, comm)
     elif cost.stages is not None and len(phases) == 2:
         durations = [breakdown[_key(ph.name)] for ph in phases]
         pull_cpu, push_cpu = cost.transport
@@ -342,7 +406,9 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap) -> Prediction:
         strategy=strategy, cut=cost.cut, workers=W, batch_size=B, step_time_s=step,
         compute_s=worker_compute + ps_compute, comm_s=comm, bottleneck=bottleneck,
         worker_tx_bytes=totals["worker_tx"], worker_rx_bytes=totals["worker_rx"],
-        ps_tx_bytes=totals["ps_tx"], ps_rx_bytes=totals["ps_rx"], breakdown=breakdown)
+        ps_tx_bytes=totals["ps_tx"], ps_rx_bytes=totals["ps_rx"], breakdown=breakdown, workers_per_host=k,
+        host_tx_bytes=k * totals["worker_tx"], host_rx_bytes=k * totals["worker_rx"],
+        intra_host_bytes=sum(ph.intra for ph in phases))
 
 
 def _pipeline(cost: StepCost, worker_Bps, ps_Bps, lat):

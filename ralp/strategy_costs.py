@@ -1,10 +1,13 @@
 """One cost function per strategy: which bytes cross which link, and what each side computes.
 
-Each function reads the same ``Setting`` (model profile, W workers, B images, S PS tasks,
-codec, hardware, the model's measured step) and returns a ``StepCost``: the transfer phases
-and the compute of a step. ralp/cost_model.py turns a StepCost into a predicted step time
-(``_assemble``) the same way for every strategy, so a new strategy is one new function here
-and one entry in ``COST_FUNCTIONS``. The formulas are in ralp/cost_model.py's docstring.
+Each function reads the same ``Setting`` (model profile, W workers on W/k hosts of k each, B
+images, S PS tasks, codec, hardware, the model's measured step) and returns a ``StepCost``: the
+transfer phases and the compute of a step. A phase's worker bytes are one worker's share of its
+host's network traffic (the host's NIC carries k times as much, ``Hardware.worker_link_Bps``
+gives each worker 1/k of it); what goes between devices of one host is the phase's ``intra``.
+ralp/cost_model.py turns a StepCost into a predicted step time (``_assemble``) the same way for
+every strategy, so a new strategy is one new function here and one entry in ``COST_FUNCTIONS``.
+The formulas are in ralp/cost_model.py's docstring.
 """
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
@@ -24,17 +27,23 @@ FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
 # 0.67 cores per host (2-core VM, TF 2.15, 2026-12-05): the receiver 0.49-0.57 ns per byte, the
 # sender 0.03-0.16, at ~0.58 ns per pass-element: serialisation and socket copies.
 TRANSPORT_PASSES = (1.0, 3.5)
+# Workers on one CPU host exchange all-reduce data through shared memory: the sender copies each
+# float in and the receiver copies it out, 16 bytes read or written per float, 4/3 of a pass's 12.
+SHARED_MEMORY_PASSES = 16.0 / 12.0
 
 
 @dataclass
 class _Phase:
-    """One transfer: bytes each worker sends/receives and each PS task sends/receives."""
+    """One transfer: bytes each worker sends/receives over the network (its share of its host's
+    NIC traffic), each PS task sends/receives, and each worker's device sends (and receives) to the
+    other devices of its host (``intra``: never on the network)."""
     name: str
     worker_tx: float = 0.0
     worker_rx: float = 0.0
     ps_tx: float = 0.0
     ps_rx: float = 0.0
     latency_hops: int = 1
+    intra: float = 0.0
     pipelined: bool = False  # repeated per micro-batch, overlapping across them (ralp/cost_model.py)
 
 
@@ -79,10 +88,13 @@ CODEC_PASSES = {None: (0.0, 0.0), "fp16": (2.0, 0.75), "int8": (1.6, 0.75), "top
 PASS_FLOPS = 80.0
 
 
-def _codec_seconds(elements: float, compression, side: int, flops: float) -> float:
-    """Time to encode (side 0) or decode (side 1) ``elements`` floats at ``flops`` FLOP/s."""
+def _codec_seconds(elements: float, compression, side: int, flops: float, pass_s: Optional[float] = None) -> float:
+    """Time to encode (side 0) or decode (side 1) ``elements`` floats: ``pass_s`` seconds per
+    element and pass (a device's memory bandwidth), else ``PASS_FLOPS`` at ``flops`` FLOP/s."""
     if elements <= 0:
         return 0.0
+    if pass_s:
+        return elements * CODEC_PASSES[compression[0]][side] * pass_s
     return elements * CODEC_PASSES[compression[0]][side] * PASS_FLOPS / flops
 
 
@@ -111,19 +123,30 @@ class Setting:
     cut: Optional[str] = None
     ps_placement: str = "dedicated"
     micro_batches: int = 1             # m: the hybrid's pipelined micro-batches per step
+    k: int = 1                         # workers per host, sharing its NIC (W/k hosts)
 
     @property
     def P(self) -> float:
         return self.profile.params
 
+    @property
+    def H(self) -> int:
+        """Worker hosts."""
+        return self.W // self.k
+
     def passes(self, elements, count):
+        """Memory-bound passes on a worker's device."""
         return self.hardware.pass_seconds(elements, count)
 
+    def ps_passes(self, elements, count):
+        """Memory-bound passes on the PS task's device (RALP's head and the PS's sums and updates)."""
+        return self.hardware.pass_seconds(elements, count, on_ps=True)
+
     def on_worker(self, elements, codec, side):
-        return _codec_seconds(elements, codec, side, self.hardware.worker_conv_flops)
+        return _codec_seconds(elements, codec, side, self.hardware.worker_conv_flops, self.hardware.memory_pass_s())
 
     def on_ps(self, elements, codec, side):
-        return _codec_seconds(elements, codec, side, self.hardware.ps_flops)
+        return _codec_seconds(elements, codec, side, self.hardware.ps_flops, self.hardware.memory_pass_s(True))
 
 
 @dataclass
@@ -166,7 +189,7 @@ def sync_ps_cost(s: Setting) -> StepCost:
     return StepCost([_Phase("pull parameters", worker_rx=4.0 * P, ps_tx=4.0 * P * W / S),
                      _Phase("push gradients", worker_tx=push, ps_rx=push * W / S)],
                     s.train_full / 3, s.train_full * 2 / 3,
-                    ps_compute=s.passes(P / S, W + UPDATE_PASSES),  # sum W gradients, then the update
+                    ps_compute=s.ps_passes(P / S, W + UPDATE_PASSES),  # sum W gradients, then the update
                     worker_codec=s.on_worker(P, comp, 0), ps_codec=s.on_ps(P * W / S, comp, 1),
                     stages=_stages(s), transport=(transport_seconds(s, received=4.0 * P),
                                                   transport_seconds(s, sent=push)),
@@ -190,18 +213,40 @@ def transport_seconds(s: Setting, sent: float = 0.0, received: float = 0.0, loca
     return s.passes((sent + local) / 4.0, send) + s.passes((received + local) / 4.0, receive)
 
 
+def collective_phase(s: Setting, name: str, payload: float, gathered: bool = False) -> _Phase:
+    """An all-reduce (or, ``gathered``, an all-gather) of ``payload`` bytes per worker among the W
+    workers, as one ring over all of them in rank order (Gloo's ring, and NCCL's ring with one NIC
+    per host; Horovod's opt-in hierarchical all-reduce is not priced): each worker sends and
+    receives 2(W-1)/W x payload ((W-1) payloads gathered) on its edge of the ring. With k workers
+    per host, k-1 of a host's k edges stay inside it and one crosses its NIC, so each host's NIC
+    carries 2(W-1)/W x payload each way (each worker's share: 1/k of it, at 1/k of the NIC: the
+    same time) and each device moves (k-1)/k of its edge's bytes inside the host. Latency: 2(W-1)
+    hops, as for one worker per host."""
+    W, k = s.W, s.k
+    edge = (W - 1) * payload if gathered else 2.0 * (W - 1) / W * payload
+    return _Phase(name, worker_tx=edge / k, worker_rx=edge / k, intra=edge * (k - 1) / k,
+                  latency_hops=2 * (W - 1))
+
+
+def shared_memory_seconds(s: Setting, phase: _Phase) -> float:
+    """CPU seconds a worker spends moving ``phase.intra`` bytes through its host's shared memory,
+    where its host's devices have no link of their own (CPU workers: ``SHARED_MEMORY_PASSES``);
+    0 where they have one (NVLink, PCIe peer: priced as a link by the cost model)."""
+    if s.hardware.intra_host_bandwidth or not phase.intra:
+        return 0.0
+    return s.passes(phase.intra / 4.0, SHARED_MEMORY_PASSES)
+
+
 def ring_allreduce_cost(s: Setting) -> StepCost:
-    """Horovod: a ring all-reduce of the gradients (an all-gather for codecs a ring cannot sum)."""
+    """Horovod: a ring all-reduce of the gradients (an all-gather for codecs a ring cannot sum),
+    one ring over every worker, several per host or not (``collective_phase``)."""
     P, W, comp = s.P, s.W, s.comp
     cost = StepCost([], s.train_full / 3, s.train_full * 2 / 3)
     if W > 1:
         gathered = comp[0] in ("int8", "topk")  # not summable in a ring: all-gather the payloads
-        if gathered:
-            each_way = (W - 1) * _gradient_bytes(P, comp)
-        else:
-            each_way = 2.0 * (W - 1) / W * _gradient_bytes(P, comp)
         name = "all-gather compressed gradients" if gathered else "ring all-reduce"
-        cost.phases = [_Phase(name, worker_tx=each_way, worker_rx=each_way, latency_hops=2 * (W - 1))]
+        cost.phases = [collective_phase(s, name, _gradient_bytes(P, comp), gathered)]
+        cost.worker_bwd += shared_memory_seconds(s, cost.phases[0])
         if not gathered:  # fusion copies and the reduce-scatter's sums
             cost.worker_bwd += s.passes(P, FUSION_PASSES + (W - 1) / W)
         # int8 decodes every rank's payload; top-k scatters them all into one dense buffer
@@ -241,7 +286,7 @@ def fc_on_ps_cost(s: Setting) -> StepCost:
          _Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W),
          _Phase("push tower gradients", worker_tx=push, ps_rx=push * W / S)],
         tower_train / 3, tower_train * 2 / 3,
-        ps_compute=head_train + s.passes(p_tower / S, W + UPDATE_PASSES) + s.passes(p_head, UPDATE_PASSES),
+        ps_compute=head_train + s.ps_passes(p_tower / S, W + UPDATE_PASSES) + s.ps_passes(p_head, UPDATE_PASSES),
         # worker: encode activations and tower gradients, decode activation gradients;
         # PS task 0: decode W activations, encode W activation gradients, decode tower gradients.
         worker_codec=(s.on_worker(B * floats, act_comp, 0) + s.on_worker(B * floats, act_comp, 1)
@@ -265,7 +310,7 @@ def head_beside_backward(s: Setting, head_train: float, p_head: float, shards: i
     ``shards``: the PS tasks the head is split over (each does 1/shards of it). With pipelined
     micro-batches (m > 1) the weight gradients stay inside the pipeline; the update, once after
     it, runs beside the workers' ring."""
-    update = s.passes(p_head / shards, UPDATE_PASSES)
+    update = s.ps_passes(p_head / shards, UPDATE_PASSES)
     return update if s.micro_batches > 1 else head_train / 3 / shards + update
 
 
@@ -302,12 +347,10 @@ def hybrid_cost(s: Setting) -> StepCost:
               + [_Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W / S, pipelined=True)])
     worker_bwd = tower_train * 2 / 3 + s.passes(p_tower, UPDATE_PASSES)
     if W > 1:
-        ring = 2.0 * (W - 1) / W * 4.0 * p_tower
-        phases.append(_Phase("ring all-reduce tower gradients", worker_tx=ring, worker_rx=ring,
-                             latency_hops=2 * (W - 1)))
-        worker_bwd += s.passes(p_tower, FUSION_PASSES + (W - 1) / W)
+        phases.append(collective_phase(s, "ring all-reduce tower gradients", 4.0 * p_tower))
+        worker_bwd += shared_memory_seconds(s, phases[-1]) + s.passes(p_tower, FUSION_PASSES + (W - 1) / W)
     head = head_train / S + ps_sums  # each PS task holds 1/S of every head layer
-    return StepCost(phases, tower_train / 3, worker_bwd, ps_compute=head + s.passes(p_head / S, UPDATE_PASSES),
+    return StepCost(phases, tower_train / 3, worker_bwd, ps_compute=head + s.ps_passes(p_head / S, UPDATE_PASSES),
                     cut=cut, micro_batches=m, pipe_worker=tower_train, pipe_ps=head,
                     ps_beside_backward=head_beside_backward(s, head_train, p_head, S))
 
@@ -334,12 +377,12 @@ def _sharded_head(s: Setting, cut: str):
                               latency_hops=2 * (S - 1), pipelined=True))
         backward.insert(0, _Phase(f"PS all-reduce layer {i + 1} input gradients", ps_tx=ring, ps_rx=ring,
                                   latency_hops=2 * (S - 1), pipelined=True))
-        sums += 2 * s.passes(N * widths[i], (S - 1) / S)
+        sums += 2 * s.ps_passes(N * widths[i], (S - 1) / S)
     logits = 4.0 * N * widths[last] * (S - 1) * (1.0 if last % 2 == 0 else 1.0 / S)
     forward.append(_Phase("gather logits on PS 0", ps_rx=logits, pipelined=True))
     backward.insert(0, _Phase("scatter logit gradients from PS 0", ps_tx=logits, pipelined=True))
     if last % 2 == 0:
-        sums += s.passes(N * widths[last], S - 1)
+        sums += s.ps_passes(N * widths[last], S - 1)
     return forward, backward, sums
 
 

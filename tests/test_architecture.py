@@ -1,7 +1,8 @@
 """The architecture the guide asks for, checked rather than hoped for (issue 14).
 
 - import-linter contracts (pyproject.toml [tool.importlinter]) hold: packages import downward;
-- no module over 400 lines; a function over 60 lines says why in its docstring ("Long because");
+- a function over 60 lines says why in its docstring ("Long because"); modules are split by concept,
+  with no line cap (issue 36: a cap split files by size, not by what they are);
 - settings validation and the engine's arithmetic import no TensorFlow;
 - one codec parser: a spec the settings accept is understood by the cost model too.
 """
@@ -28,9 +29,7 @@ def test_import_contracts_hold():
     assert "broken" in proc.stdout and " 0 broken" in proc.stdout
 
 
-def test_no_module_over_400_lines_and_long_functions_say_why():
-    too_long = [f"{p.relative_to(ROOT)}: {n}" for p in _modules() if (n := len(p.read_text().splitlines())) > 400]
-    assert not too_long
+def test_long_functions_say_why():
     unexplained = []
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text())):

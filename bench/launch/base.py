@@ -47,21 +47,27 @@ def place_ranks(layout: RankLayout, host_slots: List[int]) -> List[int]:
     (the dedicated PS host every other strategy of the comparison uses), then each
     worker host takes its workers' (ps i, worker i) pairs. Horovod (no TF layout)
     uses only the worker hosts, so its workers sit where the others' do."""
+    per_worker = 2 if layout.colocated else 1   # ranks each worker brings to its host
+    counts = [per_worker * n for n in worker_counts(layout, host_slots)]
+    if layout.tf:
+        counts[0] += 1
+        for i in range(0 if layout.colocated else layout.ps):
+            counts[i] += 1
+    return counts
+
+
+def worker_counts(layout: RankLayout, host_slots: List[int]) -> List[int]:
+    """Workers per host, in host order: the worker hosts (after the PS hosts; colocated: after
+    the chief's) fill up to their slots. What the cost model's ``workers_per_host`` reads."""
     workers, ps = layout.workers, layout.ps
     dedicated = 1 if layout.colocated else ps   # hosts before the worker hosts
-    per_worker = 2 if layout.colocated else 1   # ranks each worker brings to its host
-    counts = [0] * len(host_slots)
     if len(host_slots) < dedicated + 1:
         raise UserError(f"{ps} PS need at least {ps + 1} hosts (PS hosts + worker hosts); got {len(host_slots)}")
-    if layout.tf:
-        counts[0] = 1
-        for i in range(0 if layout.colocated else ps):
-            counts[i] += 1
+    counts = [0] * len(host_slots)
     left = workers
     for h in range(dedicated, len(host_slots)):
-        take = min(left, host_slots[h])
-        counts[h] += per_worker * take
-        left -= take
+        counts[h] = min(left, host_slots[h])
+        left -= counts[h]
     if left:
         raise UserError(f"{workers} workers do not fit the worker hosts' {sum(host_slots[dedicated:])} slots; "
                         "add hosts or slots, or lower --workers")
@@ -96,6 +102,11 @@ class Launcher(abc.ABC):
         """Result-row fields on how well the links carry traffic ``pattern`` (emulated only)."""
         return {}
 
+    def workers_per_host(self, layout: RankLayout) -> Optional[int]:
+        """The most workers this launcher puts on one worker host (None: not known; the cost model
+        then takes its hardware's ``gpus_per_host``)."""
+        return None
+
     def after_run(self):
         """Hook to kill what a launcher left (emulated: processes inside namespaces)."""
 
@@ -122,6 +133,10 @@ def diagnose(output: str, layout: RankLayout) -> str:
     if ours:
         m = _ABORT.search(output)
         return (f"{layout.describe(int(m.group(1)))}: " if m else "") + ours[0]
+    m = _ABORT.search(output)
+    raised = _RAISED.findall(output)
+    if m and raised:  # a rank's uncaught exception, then bench.run's abort of the job
+        return f"{layout.describe(int(m.group(1)))} failed: {raised[-1].strip()[:300]}"
     m = _EXIT.search(output)
     if m:
         raised = _RAISED.findall(output)  # a rank's uncaught exception: say what it was

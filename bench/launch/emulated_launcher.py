@@ -42,6 +42,9 @@ class EmulatedLauncher(Launcher):
         rank_argv = rank_argv + ["--network", self.cluster.subnet]
         return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv)
 
+    def workers_per_host(self, layout) -> int:
+        return 1  # one host per worker (module docstring)
+
     def after_run(self):
         from bench.launch import netns
 

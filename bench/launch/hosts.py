@@ -10,15 +10,22 @@ Environment: ranks started over ssh get sshd's environment, not the driver's, so
 variables a GPU cluster needs are forwarded by name (``forwarded_env``) and ``--env`` adds
 more; rows record the names forwarded, never the values (they may hold secrets).
 
+Firewall: while the launcher's ``with`` lasts, the run's ports accept connections only from
+the cluster (firewall.py), unless ``--no-firewall``.
+
 Slurm: slurm.py's SlurmLauncher is this launcher on an allocation's nodes instead of a hostfile's.
 """
+import ipaddress
 import os
 import shlex
+import socket
 import sys
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
-from bench.launch.base import BASE_ENV, LaunchSpec, Launcher, mpirun_path, place_ranks
+from bench.launch.base import BASE_ENV, LaunchSpec, Launcher, mpirun_path, place_ranks, worker_counts
+from bench.launch.firewall import Firewall
 
 # Forwarded (-x) when set on the driver: the libraries, paths and tuning of CUDA, NCCL, UCX and
 # Horovod, and the suite's own settings (RALP_STRATEGY_MODULES, RALP_CALIBRATION, ...). OMPI_MCA_*
@@ -85,32 +92,57 @@ class HostsLauncher(Launcher):
     mode = "hosts"
 
     def __init__(self, hostfile: str, network: Optional[str] = None, link=None,
-                 env: Optional[Dict[str, str]] = None, mpirun_args: Optional[List[str]] = None):
-        self.configure(read_hostfile(hostfile), network, link, env, mpirun_args)
+                 env: Optional[Dict[str, str]] = None, mpirun_args: Optional[List[str]] = None,
+                 firewall: bool = True):
+        self.configure(read_hostfile(hostfile), network, link, env, mpirun_args, firewall)
 
     def configure(self, hosts: List[Tuple[str, int]], network: Optional[str], link,
-                  env: Optional[Dict[str, str]], mpirun_args: Optional[List[str]]):
+                  env: Optional[Dict[str, str]], mpirun_args: Optional[List[str]], firewall: bool = True):
         """``hosts``: (name, slots) in placement order (a hostfile's; slurm.py: an allocation's);
         ``link``: the LinkSpec the user states for the real NICs (None: not stated); ``env``:
-        the ``--env`` variables; ``mpirun_args``: extra words for mpirun, before the program."""
+        the ``--env`` variables; ``mpirun_args``: extra words for mpirun, before the program;
+        ``firewall``: close the run's ports to strangers while it goes (firewall.py)."""
         self.hosts = hosts
         self.network = network
         self.link = link
         # Fixed at start, so every launch forwards the same; mpirun runs with BASE_ENV on top.
         self.env = forwarded_env(env or {}, {**os.environ, **BASE_ENV})
         self.mpirun_args = list(mpirun_args or ())
+        self.firewall = Firewall([h for h, _ in hosts], self.once_per_host, self.env) if firewall else None
+        self._efficiency: Dict[str, float] = {}
 
-    def spec(self, layout, rank_argv) -> LaunchSpec:
-        counts = place_ranks(layout, [s for _, s in self.hosts])
+    def __enter__(self):
+        if self.firewall:
+            self.firewall.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.firewall:
+            self.firewall.__exit__(*exc)
+        return False
+
+    def mpirun_argv(self, counts: List[int], program: List[str]) -> List[str]:
+        """mpirun starting ``program`` ``counts[i]`` times on host i, as every launch of the run is started."""
         argv = [mpirun_path()] + self.placement_args([h for h, _ in self.hosts], counts) + ["--bind-to", "none"]
         for name in sorted(self.env):
             argv += ["-x", name]
         if self.network:
             argv += ["--mca", "btl_tcp_if_include", self.network, "--mca", "oob_tcp_if_include", self.network]
-            rank_argv = rank_argv + ["--network", self.network]
         if os.geteuid() == 0:
             argv.insert(1, "--allow-run-as-root")
-        return LaunchSpec(argv + self.mpirun_args + [sys.executable, "-m", "bench.run"] + rank_argv,
+        return argv + self.mpirun_args + program
+
+    def once_per_host(self, program: List[str]) -> List[str]:
+        return self.mpirun_argv([1] * len(self.hosts), program)
+
+    def workers_per_host(self, layout) -> Optional[int]:
+        return max(worker_counts(layout, [s for _, s in self.hosts]))
+
+    def spec(self, layout, rank_argv) -> LaunchSpec:
+        counts = place_ranks(layout, [s for _, s in self.hosts])
+        if self.network:
+            rank_argv = rank_argv + ["--network", self.network]
+        return LaunchSpec(self.mpirun_argv(counts, [sys.executable, "-m", "bench.run"] + rank_argv),
                           env=dict(self.env))
 
     @staticmethod
@@ -118,7 +150,59 @@ class HostsLauncher(Launcher):
         """mpirun options that put ``counts[i]`` ranks on host ``names[i]``, in rank order."""
         return ["-H", ",".join(f"{h}:{n}" for h, n in zip(names, counts) if n), "--map-by", "slot"]
 
+    def link_fields(self, pattern: Optional[str]) -> Dict:
+        """The measured efficiency of traffic ``pattern`` over the real NICs against the rate the
+        user stated (``--bandwidth``; without it there is no line rate to compare with), measured
+        once per run by link_probe.py with its programs started by mpirun as the ranks are."""
+        from bench.launch import link_probe
+
+        if self.link is None or pattern is None or len(self.hosts) < 2:
+            return {}
+        if pattern not in self._efficiency:
+            self._efficiency[pattern] = link_probe.measure_pattern(ProbedHosts(self), pattern).efficiency
+        return {"link_pattern": pattern, "link_efficiency": self._efficiency[pattern]}
+
     def cluster_fields(self) -> Dict:
         links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}
         return {"cluster_mode": self.mode, "hosts": len(self.hosts), **links,
                 "env_forwarded": ",".join(sorted(self.env)) or None}
+
+
+@dataclass(frozen=True)
+class ProbedHost:
+    ip: str
+    bandwidth_bps: float
+
+
+class ProbedHosts:
+    """A HostsLauncher's hosts as link_probe.py drives an emulated cluster: each host's address
+    and stated line rate (host 0's: the PS link), a program started on one host, an mpirun over
+    some of them."""
+
+    def __init__(self, launcher: HostsLauncher):
+        self.launcher = launcher
+        link = launcher.link
+        self.hosts = [ProbedHost(_address(name, launcher.network), link.ps_link_bps if i == 0 else link.worker_bps)
+                      for i, (name, _) in enumerate(launcher.hosts)]
+        self.subnet = launcher.network or ""
+
+    def exec_argv(self, host_index: int, argv: List[str]) -> List[str]:
+        return self.launcher.mpirun_argv([int(i == host_index) for i in range(len(self.hosts))], list(argv))
+
+    def mpirun_prefix(self) -> List[str]:
+        return []
+
+    def mpirun_args(self, slots: List[int]) -> List[str]:
+        return self.launcher.mpirun_argv(slots, [])[1:]
+
+
+def _address(host: str, network: Optional[str]) -> str:
+    """The IPv4 address ``host`` is reached at (in ``network`` where given)."""
+    try:
+        found = sorted({info[4][0] for info in socket.getaddrinfo(host, None, socket.AF_INET)})
+    except socket.gaierror as exc:
+        raise UserError(f"cannot resolve host {host!r} ({exc}); fix the hostfile or /etc/hosts") from None
+    if network:
+        inside = [a for a in found if ipaddress.ip_address(a) in ipaddress.ip_network(network, strict=False)]
+        found = inside or found
+    return found[0]
