@@ -98,20 +98,23 @@ def _config_fields(cfg: RunConfig) -> Dict:
 
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
-    """The cost model's columns of the row. A configuration it cannot price (or whose calibration
-    failed) keeps its measurement, and the reason is said on stderr: a row silently without a
-    prediction hid a broken calibration once (issue 33)."""
-    from bench.planning import predict
+    """The cost model's columns of the row: its prediction, and the plan's bound (the least step
+    time the plan allows on this hardware: bench/planning.py ``bound``). A configuration it cannot
+    price (or whose calibration failed) keeps its measurement, and the reason is said on stderr: a
+    row silently without a prediction hid a broken calibration once (issue 33)."""
+    from bench.planning import bound, predict
 
     try:
         p = predict(cfg, strategy, cut)
+        least = bound(cfg, strategy, cut) if p is not None else None
     except UserError as exc:
         print(f"ralp-bench: warning: no prediction for {cfg.model} {strategy}: {one_line(exc)}", file=sys.stderr)
         p = None
     if p is None:
         return {}
-    return {"predicted_step_time_s": p.step_time_s,
-            "bytes_worker_predicted": p.worker_tx_bytes + p.worker_rx_bytes,
+    return {"predicted_step_time_s": p.step_time_s, "bound_step_time_s": least,
+            # per worker host, as measured: k workers of a host share its NIC (k = 1: per worker)
+            "bytes_worker_predicted": p.host_tx_bytes + p.host_rx_bytes,
             "bytes_ps_predicted": ((p.ps_tx_bytes + p.ps_rx_bytes)
                                    if RankLayout.for_run(cfg, strategy).tf and not cfg.colocated(strategy) else None)}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from bench.report_summary import PS_LAYOUTS
+from bench.report_tables import fraction_of_bound
 from bench.results import is_missing
 from bench.stats import speedup_ci, step_count
 from bench.strategy_specs import SPECS
@@ -159,7 +160,7 @@ def claim_scaling_over_horovod(grid: Grid) -> Claim:
         judged.append(grows)
         bytes_text = _bytes_ratio(grid, model, setting, w1)
         parts.append(f"{model} ({setting}): ralp/horovod {_fmt(first[0])} at {w0} → {_fmt(last[0])} at {w1} "
-                     f"workers{bytes_text}")
+                     f"workers{bytes_text}{_of_bound(grid, model, setting, w1)}")
     if not judged:
         claim.ours = _missing(grid, ("ralp", "horovod"), where=" at two or more worker counts (FC-heavy models)")
         return claim
@@ -171,6 +172,16 @@ def claim_scaling_over_horovod(grid: Grid) -> Claim:
 def _paired(grid, model, setting, a, b):
     other = dict(grid.series(model, setting, b))
     return [((w, r), (w, other[w])) for w, r in grid.series(model, setting, a) if w in other]
+
+
+def _of_bound(grid, model, setting, workers) -> str:
+    """How close ralp and horovod came to their plans' bounds in a cell (bench/report_tables.py
+    ``fraction_of_bound``): a verdict on the method should not rest on one implementation's slack,
+    so the reader sees it beside the speedup; empty where neither row has a bound."""
+    rows = grid.cells.get(Cell(model, workers, setting), {})
+    found = [(n, fraction_of_bound(rows[n])) for n in ("ralp", "horovod") if n in rows]
+    shown = [f"{n} {f:.2f}" for n, f in found if f is not None]
+    return f" (fraction of bound: {', '.join(shown)})" if shown else ""
 
 
 def _bytes_ratio(grid, model, setting, workers) -> str:

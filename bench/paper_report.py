@@ -3,8 +3,8 @@
 Why a document of its own rather than another table in the report: the report says what a run
 measured; this says what it means for the paper's claims (bench/paper_claims.py decides each
 verdict, by rules written there), with the evidence beside it: the report's own speedup,
-scaling, auto and prediction tables (bench/report_tables.py, reused as they are, so the numbers
-cannot disagree with the report's), bytes per step against workers, and the cost model's
+scaling, auto, prediction and fraction-of-bound tables (bench/report_tables.py, reused as they are, so
+the numbers cannot disagree with the report's), bytes per step against workers, and the cost model's
 extrapolation to 1,024 workers through the measured points (bench/paper_extrapolate.py).
 What the run lacks (a model, a worker count, a failed row) is said where it would have been,
 never an error: a sweep of this size is run in chunks and may be published part-way.
@@ -15,8 +15,8 @@ from bench.paper_accuracy import accuracy_table, claim_accuracy
 from bench.paper_claims import FAILS, HOLDS, NOT_MEASURED, PARTLY, build_grid, judge
 from bench.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
 from bench.report_format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
-from bench.report_summary import config_keys, display_strategies, summarize
-from bench.report_tables import (ONE_LAUNCH, auto_table, failure_table, health_table, prediction_table,
+from bench.report_summary import config_keys, display_strategies, summarize, with_bounds
+from bench.report_tables import (ONE_LAUNCH, auto_table, bound_table, failure_table, health_table, prediction_table,
                                  scaling_table, throughput_table)
 from bench.results import coerce_frame, is_missing
 from bench.strategy_specs import SPECS
@@ -46,7 +46,7 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
     ``profile_for(model)`` returns a ralp.profile.ModelProfile (default: build the zoo model);
     ``unfinished``: the rows are an open sweep's journal, and the first line says so; ``accuracy``:
     (run id, rows) of the run on real data that answers claim (e) (bench/paper_accuracy.py)."""
-    df = display_strategies(coerce_frame(df))
+    df = display_strategies(with_bounds(coerce_frame(df)))
     keys = config_keys(df, include_run=False)
     summary = summarize(df, keys)
     rows = summarize(df, keys + [k for k in ROW_KEYS if k not in keys])
@@ -88,7 +88,8 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
     plain = summary[~summary["strategy"].map(lambda s: s in SPECS and SPECS[s].one_batch_per_step)]
     tables += [throughput_table(summary, keys), _bytes_table(grid), _scaling(summary, keys, grid),
                auto_table(plain, keys), _extrapolation_table(series), prediction_table(summary, keys),
-               accuracy_table(*accuracy), health_table(summary, keys), failure_table(summary, keys)]
+               bound_table(summary, keys), accuracy_table(*accuracy), health_table(summary, keys),
+               failure_table(summary, keys)]
     report = Report("RALP's claims at the paper's scale", intro, [t for t in tables if t])
     setting = _main_setting(grid)
     figures = [("bytes", (grid, setting), f"{figure_prefix}-bytes.png",

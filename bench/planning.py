@@ -86,7 +86,8 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
-                   ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches)
+                   ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches,
+                   workers_per_host=cfg.workers_per_host)
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
                    dict(plan.predictions))
@@ -178,8 +179,9 @@ def _ralp_cut(plan, profile):
     return cut or profile.first_dense_cut()
 
 
-def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
-    """The cost model's figures for exactly what ran (None for ps-async: no model of it)."""
+def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = False):
+    """The cost model's figures for exactly what ran (None for ps-async: no model of it);
+    ``overlap``: its bound instead (``bound``)."""
     from ralp.cost_model import predict as cost_predict
     from ralp.strategy_costs import PIPELINED
 
@@ -192,4 +194,109 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str]):
     return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement,
-                        micro_batches=cfg.micro_batches if spec.priced_as in PIPELINED else 1)
+                        micro_batches=cfg.micro_batches if spec.priced_as in PIPELINED else 1, overlap=overlap,
+                        workers_per_host=1 if spec.one_batch_per_step else cfg.workers_per_host)
+
+
+def bound(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Optional[float]:
+    """The least step time this plan allows on its hardware (None where ``predict`` has no model).
+
+    Why: a measured step says how fast a plan ran, not how close it came to what the machines
+    allow; measured over this, a cell reads as a fraction of the possible (issue 35). It is the
+    cost model's own pricing of the plan (same bytes, FLOPs, codec work and calibration as the
+    row's prediction) with every resource busy at once (``overlap``: ralp/cost_model.py): the
+    largest of each host's compute under its CPU cap (a colocated PS task's work on its worker's
+    host), each link direction's bytes at line rate plus one latency. It leaves out what orders
+    the work (the tower waiting for the head, the pull for the update), TensorFlow's transport CPU
+    and start-up: the slack a better implementation of the same plan could remove."""
+    p = predict(cfg, strategy, cut, overlap=True)
+    return None if p is None else p.step_time_s
+
+
+def bound_of(profile, prediction, hardware, compression=None, timing=None):
+    """``bound`` for one of the analyzer's predictions: the same plan (strategy, cut, PS layout,
+    micro-batches, codec) priced with every resource busy at once, as a Prediction (its
+    ``step_time_s`` the bound, its ``bottleneck`` the resource that sets it)."""
+    from ralp.cost_model import predict as cost_predict
+
+    layout = prediction.ps_placement or "dedicated"
+    per_host = getattr(prediction, "workers_per_host", None)  # the workers sharing a host's NIC, as it was priced
+    return cost_predict(profile, prediction.strategy, workers=prediction.workers, batch_size=prediction.batch_size,
+                        hardware=hardware, ps=1 if layout == "colocated" else max(1, prediction.ps),
+                        cut=prediction.cut, compression=_codec_or_none(compression), timing=timing,
+                        ps_placement=layout, micro_batches=prediction.micro_batches, overlap=True,
+                        **({"workers_per_host": per_host} if per_host else {}))
+
+
+def stored_bound(row) -> Optional[float]:
+    """The bound of a stored row written before rows carried one (``bound_step_time_s``), priced
+    again from the row's configuration; None where that would be a guess.
+
+    Rows do not record which calibration priced them (a preset, a hardware file, or this machine
+    under the row's CPU cap, by micro-benchmarks or the model's own step), and the cost model
+    changes between runs. So a row is priced again only on the machine that priced it, only with
+    a calibration its cache still holds (nothing is measured here), and only where pricing it
+    again gives the row's own predicted step time: then the inputs are the row's, and so is the
+    bound. Committed rows are never rewritten: the report computes this when it reads them."""
+    import math
+    import platform
+
+    from bench.config import CALIBRATIONS
+    from bench.results import is_missing
+
+    predicted = row.get("predicted_step_time_s")
+    if row.get("status") != "ok" or is_missing(predicted) or row.get("hostname") != platform.node():
+        return None
+    plan = row.get("plan") if row.get("strategy") == "auto" and not is_missing(row.get("plan")) else row["strategy"]
+    strategy, _, codec = str(plan).partition("+")
+    cut = None if is_missing(row.get("cut_layer")) else row["cut_layer"]
+    for calibration in CALIBRATIONS:
+        cfg = _stored_config(row, strategy, codec, calibration)
+        if cfg is None or not _calibrated(cfg):
+            continue
+        try:
+            again = predict(cfg, strategy, cut)
+        except UserError:  # the cost model no longer prices this row's plan: nothing to reproduce
+            continue
+        if again is not None and math.isclose(again.step_time_s, predicted, rel_tol=1e-6):
+            return bound(cfg, strategy, cut)
+    return None
+
+
+def _stored_config(row, strategy: str, codec: str, calibration: str) -> Optional[RunConfig]:
+    """The RunConfig a stored row's prediction was priced from: its row columns, its links (the
+    cluster's, which the driver hands the analyzer), its CPU cap, ``calibration``; None when the
+    row cannot make one (an unknown strategy or model)."""
+    from bench.results import is_missing
+    from bench.strategy_specs import SPECS
+
+    if strategy not in SPECS:
+        return None
+    fields = {name: row.get(column) for name, column in RunConfig.row_fields()}
+    links = {"bandwidth": row.get("link_bps"), "ps_bandwidth": row.get("ps_link_bps"), "latency": row.get("latency_s"),
+             "cpus_per_host": row.get("cpus_per_host")}
+    fields.update({k: v for k, v in links.items() if not is_missing(v)})
+    # numpy scalars (a frame's cells) as Python's: the cost model checks its counts are ints
+    fields = {k: (v.item() if hasattr(v, "item") else v) for k, v in fields.items() if not is_missing(v)}
+    fields.update(strategy=strategy, calibration=calibration, **({"compression": codec} if codec else {}))
+    try:
+        return RunConfig(**fields)
+    except (TypeError, UserError):
+        return None
+
+
+def _calibrated(cfg: RunConfig) -> bool:
+    """Does this machine's calibration cache hold what ``predict(cfg, ...)`` reads (so that
+    pricing measures nothing)? Hardware presets and files need none; a row does not say it used
+    one, so only this machine's own figures are looked up."""
+    from bench import calibration
+
+    cached = calibration._load()  # the cache's entries, read without measuring
+    cores = cfg.cpus_per_host or None
+    try:
+        if calibration.hardware_key(cores) not in cached:
+            return False
+        return cfg.calibration != "model" or calibration.model_key(
+            cfg.model_spec(), cfg.batch_size, cfg.workers, first_cut(cfg), cores) in cached
+    except UserError:  # a model this machine cannot build
+        return False

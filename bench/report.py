@@ -13,9 +13,10 @@ import pandas as pd
 
 from bench import plots
 from bench.report_format import Report, Table, fmt_key, fmt_rate, to_html, to_markdown  # noqa: F401 (API)
-from bench.report_summary import ENVIRONMENT, config_keys, display_strategies, sort_key, strategy_rank, summarize
-from bench.report_tables import (accuracy_table, auto_table, failure_table, health_table, key_cells, key_headers,
-                                 prediction_table, scaling_table, throughput_table)
+from bench.report_summary import (ENVIRONMENT, config_keys, display_strategies, sort_key, strategy_rank, summarize,
+                                  with_bounds)
+from bench.report_tables import (accuracy_table, auto_table, bound_table, failure_table, health_table, key_cells,
+                                 key_headers, prediction_table, scaling_table, throughput_table)
 from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
 
 PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
@@ -41,7 +42,7 @@ def build_report(df, title="ralp-bench report"):
 
     ``df`` may be a store frame or a plain DataFrame of ``new_row`` dicts (fresh rows of a run).
     """
-    df = display_strategies(coerce_frame(df))
+    df = display_strategies(with_bounds(coerce_frame(df)))
     keys = config_keys(df)
     summary = summarize(df, keys)
     intro = [f"{df['run_id'].nunique()} run(s), {len(df)} rows:"] + run_lines(df)
@@ -56,7 +57,7 @@ def build_report(df, title="ralp-bench report"):
     if len(old):
         intro.append(f"{len(old)} rows come from files of an older schema; fields they lack show as —.")
     tables = [t for t in (throughput_table(summary, keys), scaling_table(summary, keys),
-                          prediction_table(summary, keys),
+                          prediction_table(summary, keys), bound_table(summary, keys),
                           auto_table(summary, keys), accuracy_table(summary, keys), health_table(summary, keys),
                           failure_table(summary, keys)) if t]
     return Report(title, intro, tables), summary, keys

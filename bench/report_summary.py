@@ -25,7 +25,7 @@ CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", 
                "ps_link_bps", "latency_s", "scaled_to", "cpus_per_host")
 MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
-            "bytes_worker_predicted", "predicted_step_time_s", "accuracy", "target_accuracy",
+            "bytes_worker_predicted", "predicted_step_time_s", "bound_step_time_s", "accuracy", "target_accuracy",
             "steps_to_accuracy", "time_to_accuracy_s", "final_loss", "link_efficiency",
             "tcp_retransmit_max", "tcp_timeouts", "cpu_steal")
 ENVIRONMENT = ("git_commit", "git_dirty", "tf_version", "horovod_version", "mpi_version",
@@ -42,6 +42,22 @@ def display_strategies(df):
         if colocated.any():
             df = df.copy()
             df.loc[colocated, "strategy"] = "ps-colocated"
+    return df
+
+
+def with_bounds(df):
+    """``df`` with each ok, priced row's bound: its own column, or for a row written before rows
+    carried one, the bound priced again from its configuration where that reproduces the row's
+    own prediction (bench/planning.py ``stored_bound``; else it stays empty and shows —). The
+    stored rows are not changed. Only rows of this machine are priced (a model may be built)."""
+    missing = df["bound_step_time_s"].isna() & df["predicted_step_time_s"].notna() & (df["status"] == "ok")
+    if not missing.any():
+        return df
+    from bench.planning import stored_bound
+
+    df = df.copy()
+    priced = [stored_bound(row.to_dict()) for _, row in df[missing].iterrows()]
+    df.loc[missing, "bound_step_time_s"] = [math.nan if b is None else b for b in priced]
     return df
 
 

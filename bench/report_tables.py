@@ -1,6 +1,6 @@
 """The report's tables, each from the one summary (bench/report_summary.py): throughput with
-intervals and speedups, scaling efficiency, measured against predicted, auto's picks,
-accuracy, transport health and failures."""
+intervals and speedups, scaling efficiency, measured against predicted, fraction of the plan's
+bound, auto's picks, accuracy, transport health and failures."""
 import pandas as pd
 
 from bench.report_format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
@@ -174,6 +174,51 @@ def prediction_table(summary, keys):
     if bar:
         notes.append(bar)
     return Table("Measured against predicted", headers, rows, notes)
+
+
+def fraction_of_bound(row):
+    """The plan's bound over the measured median step time (1.0: as fast as the plan allows on
+    its hardware), or None where either is missing."""
+    measured, least = row.get("step_time_median_s"), row.get("bound_step_time_s")
+    if is_missing(measured) or is_missing(least) or not measured > 0:
+        return None
+    return least / measured
+
+
+def bound_table(summary, keys):
+    """Per cell and strategy, how close the measured step came to the least step time its plan
+    allows on its hardware (bench/planning.py ``bound``), beside that bound; rows the cost model
+    prices but that carry no bound (written before rows had one) show —."""
+    ok = summary[(summary["status"] == "ok") & summary["step_time_median_s"].notna()
+                 & summary["predicted_step_time_s"].notna()]
+    if ok.empty:
+        return None
+    strategies = _strategies(ok)
+    rows = []
+    for _, group in _groups(ok, keys):
+        by_strategy = {r["strategy"]: r for _, r in group.iterrows()}
+        cells = [_bound_cell(by_strategy.get(strategy)) for strategy in strategies]
+        rows.append(key_cells(group.iloc[0], keys) + cells)
+    with_bound = int(ok["bound_step_time_s"].notna().sum())
+    notes = ["Cells: fraction of bound = the plan's bound / its measured median step time (1.00: as fast as the "
+             "plan allows on its hardware), then the bound. The bound is the cost model's pricing of the row's own "
+             "plan with every resource busy at once: the largest of each host's compute under its CPU cap (a "
+             "colocated PS task's work on its worker's host), each link direction's bytes at line rate plus one "
+             "latency (ralp/cost_model.py, overlap). It leaves out what orders the work (the tower waiting for the "
+             "head, the pull for the update), TensorFlow's transport CPU and start-up: the slack a better "
+             "implementation of the same plan could remove."]
+    if with_bound < len(ok):
+        notes.append(f"{len(ok) - with_bound} of {len(ok)} cells show —: their rows were written before rows "
+                     "carried a bound, and the calibration that priced them is not in this machine's cache (or "
+                     "pricing them again does not reproduce their prediction), so it is not guessed.")
+    return Table("Fraction of bound", key_headers(keys) + strategies, rows, notes)
+
+
+def _bound_cell(row):
+    if row is None:
+        return "—"
+    fraction = fraction_of_bound(row)
+    return "—" if fraction is None else f"{fraction:.2f} of {fmt_seconds(row['bound_step_time_s'])}"
 
 
 STEP_TIME_BAR = 0.20  # issue 12's bar for the cost model's step time, per cell

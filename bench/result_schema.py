@@ -24,7 +24,7 @@ FIELD_TYPES = {
     "gpu_model": _STR, "cuda_version": _STR, "cudnn_version": _STR, "nccl_version": _STR, "nccl_built": _BOOL,
     "hostname": _STR,
     "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
-    "latency_s": _FLOAT, "scaled_to": _STR, "cpus_per_host": _FLOAT, "link_pattern": _STR,
+    "latency_s": _FLOAT, "scaled_to": _STR, "cpus_per_host": _FLOAT, "workers_per_host": _INT, "link_pattern": _STR,
     "link_efficiency": _FLOAT,
     "env_forwarded": _STR,  # names (never values) of the variables the driver forwarded to the ranks
     "model": _STR, "input_shape": _STR, "classes": _INT, "model_sha256": _STR, "dataset": _STR,
@@ -36,6 +36,10 @@ FIELD_TYPES = {
     "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
     "bytes_worker_measured": _FLOAT, "bytes_worker_predicted": _FLOAT,
     "predicted_step_time_s": _FLOAT,
+    # the least step time the plan allows on its hardware (bench/planning.py bound); added in schema v1
+    # after run 20261204T115426Z-30fb48: older rows read it as empty, and the report prices it again
+    # where that is sound (bench/planning.py stored_bound)
+    "bound_step_time_s": _FLOAT,
     "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
     "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
     "horovod_settings": _STR, "cpu_steal": _FLOAT, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,

@@ -10,7 +10,8 @@ spec's label: a plugin priced as sync PS gets sync PS's prediction, as ``run`` r
 The search is the joint one (ralp/analyzer.py): sync PS in both layouts, the hybrid's head
 over 1..--ps PS hosts and its micro-batches; --plot overlays the step times measured in the
 result store (``--results``) on links of the same rate, so a prediction can be read against
-what the emulated cluster did.
+what the emulated cluster did. Each plan's bound (the least step time it allows on the hardware,
+bench/planning.py) is printed beside its predicted step, and in --json as ``bound_step_time_s``.
 """
 import argparse
 import json
@@ -107,9 +108,35 @@ def run(args) -> int:
 
 # ----------------------------------------------------------------------------- output
 
+def _bound(profile, plan, hardware, p):
+    """``p``'s plan priced as its bound, the least step time it allows on ``hardware``
+    (bench/planning.py ``bound_of``)."""
+    from bench.planning import bound_of
+
+    return bound_of(profile, p, hardware, plan.compression)
+
+
+def _bound_table(profile, plan, hardware):
+    """Each plan's bound beside its predicted step: how much of the step the plan's own order
+    of work costs (fraction of bound = bound / predicted step), and which resource sets the bound."""
+    from rich.table import Table
+
+    table = Table(title="Bound per plan: every resource busy at once (each host's compute, each link direction "
+                        "at line rate, one latency)")
+    for col in ("strategy", "layout", "step time", "bound", "fraction of bound", "bound set by"):
+        table.add_column(col, justify="left" if col in ("strategy", "layout", "bound set by") else "right")
+    for name, label, p in priced_rows(plan):
+        least = _bound(profile, plan, hardware, p)
+        table.add_row(label, layout(p), f"{p.step_time_s:.3g} s", f"{least.step_time_s:.3g} s",
+                      f"{least.step_time_s / p.step_time_s:.2f}", least.bottleneck,
+                      style="bold green" if name == plan.strategy else None)
+    return table
+
+
 def _as_json(profile, plan, hardware, settings):
     def prediction(p):
-        return dict(asdict(p), worker_bytes=p.worker_bytes, images_per_s=p.images_per_s)
+        return dict(asdict(p), worker_bytes=p.worker_bytes, images_per_s=p.images_per_s,
+                    bound_step_time_s=_bound(profile, plan, hardware, p).step_time_s)
 
     return {
         "model": profile.name, "params": profile.params, "trainable_params": profile.trainable_params,
@@ -215,6 +242,7 @@ def _print_tables(profile, plan, hardware, settings, plot_path):
     console.print(table)
     choice = (STRATEGY_LABELS[plan.strategy] + f" ({layout(plan.predictions[plan.strategy])})"
               + (f", cut after {plan.cut!r}" if plan.cut else ""))
+    console.print(_bound_table(profile, plan, hardware))
     console.print(f"[bold]Plan:[/bold] {choice}")
     console.print(plan.reason, highlight=False)
     for note in profile.notes:
