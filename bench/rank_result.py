@@ -41,6 +41,9 @@ class RankResult:
     plan_reason: Optional[str] = None
     started_unix: Optional[float] = None
     world: Optional[int] = None
+    # host -> {source: [tx, rx]} over the timed steps, the sources bytes_by_host sums (each NIC
+    # routing to a peer, each RDMA port as "ib:HCA/PORT"; bench/launch/nic.py)
+    bytes_by_source: Dict[str, Dict[str, List[int]]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

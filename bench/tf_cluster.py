@@ -11,16 +11,18 @@ chief tells everyone when to stop. MPI's blocking collectives spin a core
 while they wait, which would steal CPU from TensorFlow in the same process,
 so every wait here goes through a non-blocking barrier polled with sleeps.
 """
+import functools
 import ipaddress
 import os
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
 from bench.gpu import GpuChoice
+from bench.launch.nic import ipv4_interfaces
 from bench.roles import Role
 
 LOOPBACK = "127.0.0.1"
@@ -37,17 +39,6 @@ def polite_allgather(comm, obj, poll_s: float = 0.005):
     while not request.Test():
         time.sleep(poll_s)
     return comm.allgather(obj() if callable(obj) else obj)
-
-
-def _ipv4_interfaces() -> List[tuple]:
-    """(iface, ip_interface) for each IPv4 address of this network namespace."""
-    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
-    found = []
-    for line in out.splitlines():
-        parts = line.split()
-        if "inet" in parts:
-            found.append((parts[1], ipaddress.ip_interface(parts[parts.index("inet") + 1])))
-    return found
 
 
 def choose_addresses(gathered: List[dict], network: Optional[str]) -> List[str]:
@@ -109,7 +100,7 @@ class ClusterInfo:
 def rendezvous(comm, role_by_rank: List[Role], network: Optional[str]) -> ClusterInfo:
     """Exchange addresses and free ports; build the TF cluster spec in rank order."""
     network = network or os.environ.get("RALP_NETWORK")
-    me = {"host": socket.gethostname(), "addrs": [str(i) for _, i in _ipv4_interfaces()]}
+    me = {"host": socket.gethostname(), "addrs": [str(i) for _, i in ipv4_interfaces()]}
     gathered = polite_allgather(comm, me)
     addresses = choose_addresses(gathered, network)
     rank = comm.Get_rank()
@@ -160,47 +151,76 @@ def device_for(job: str, index: int) -> str:
 
 # ---- bytes on the wire ------------------------------------------------------
 
-def read_nic(info: ClusterInfo) -> Optional[dict]:
-    """This host's NIC byte counters and TCP segment counters, or None when ranks talk over loopback."""
-    if info.loopback:
-        return None
-    from bench.launch.nic import nic_counters, route_iface, tcp_counters
-
+def _peers(info: ClusterInfo) -> Tuple[str, ...]:
+    """Addresses of the other hosts; ranks that share this host's address are not peers."""
     me = info.addresses[info.rank]
-    peer = next((a for a in info.addresses if a != me), None)
-    if peer is None:
+    return tuple(sorted(set(info.addresses) - {me}))
+
+
+@functools.lru_cache(maxsize=None)
+def _fabric(peers: Tuple[str, ...]):
+    """The sources this host counts (bench/launch/nic.py), looked up once: a read inside a
+    sample round must not wait on `ip route get` per peer."""
+    from bench.launch.nic import fabric_of
+
+    return fabric_of(peers)
+
+
+def read_nic(info: ClusterInfo) -> Optional[dict]:
+    """This host's byte counters (every interface routing to a peer, every RDMA port: summed in
+    tx/rx, each in "sources") and TCP segment counters, or None when ranks talk over loopback."""
+    peers = _peers(info)
+    if info.loopback or not peers:
         return None
-    iface = route_iface(peer)
-    tx, rx = nic_counters(iface)
-    out_segs, retrans, timeouts = tcp_counters()
-    return {"host": me, "iface": iface, "tx": tx, "rx": rx, "tcp": (out_segs, retrans, timeouts)}
+    from bench.launch.nic import fabric_bytes, tcp_counters, total_bytes
+
+    sources = fabric_bytes(_fabric(peers))
+    tx, rx = total_bytes(sources)
+    return {"host": info.addresses[info.rank], "sources": sources, "tx": tx, "rx": rx, "tcp": tcp_counters()}
 
 
 class TrafficMeter:
-    """Gathers NIC counters of every host at phase boundaries.
+    """Gathers the byte counters of every host at phase boundaries.
 
     Every rank of the job takes part (collectively); serving ranks do so from
     ``follow_until_stopped``. ``sample()`` returns {host: (tx, rx, tcp segments
-    sent, retransmitted, timeouts)}; ``delta(a, b)`` each of them in between.
+    sent, retransmitted, timeouts, then tx and rx of each source)}, tx and rx summed
+    over the host's sources, which ``sources[host]`` names in order; ``delta(a, b)``
+    each of them in between; ``by_source`` the per-source pairs back by name.
     """
+
+    TOTALS = 5  # tx, rx, and the three TCP counters before the per-source pairs
 
     def __init__(self, comm, info: ClusterInfo):
         self.comm, self.info = comm, info
+        self.sources: Dict[str, Tuple[str, ...]] = {}
+        if not info.loopback and _peers(info):
+            _fabric(_peers(info))  # routes looked up now, outside every sample round
 
     def sample(self, command: str = "sample") -> Dict[str, tuple]:
         replies = polite_allgather(self.comm, lambda: (command, read_nic(self.info)))
+        for _, nic in replies:
+            if nic:
+                self.sources.setdefault(nic["host"], tuple(nic.get("sources", ())))
         return _by_host(replies)
 
     @staticmethod
     def delta(before: Dict[str, tuple], after: Dict[str, tuple]) -> Dict[str, tuple]:
         return {h: tuple(a - b for a, b in zip(after[h], before[h])) for h in before if h in after}
 
+    def by_source(self, counts: Dict[str, tuple]) -> Dict[str, Dict[str, List[int]]]:
+        """{host: {source: [tx, rx]}} out of ``counts`` (a sample or a delta of samples)."""
+        return {h: {name: [int(v) for v in c[self.TOTALS + 2 * i:self.TOTALS + 2 * i + 2]]
+                    for i, name in enumerate(self.sources.get(h, ()))}
+                for h, c in counts.items()}
+
 
 def _by_host(replies) -> Dict[str, tuple]:
     counters = {}
     for _, nic in replies:
         if nic and nic["host"] not in counters:
-            counters[nic["host"]] = (nic["tx"], nic["rx"], *nic.get("tcp", (0, 0, 0)))
+            pairs = [v for pair in nic.get("sources", {}).values() for v in pair]
+            counters[nic["host"]] = (nic["tx"], nic["rx"], *nic.get("tcp", (0, 0, 0)), *pairs)
     return counters
 
 

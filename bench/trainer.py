@@ -123,7 +123,7 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
         plan=described["plan"], cut_layer=described.get("cut_layer"),
         timed_steps=timed_steps, step_times=step_times, per_step_timing=strategy.per_step_timing,
         losses=losses, evals=evals, setup_s=setup_s, train_time_s=float(np.sum(step_times)),
-        bytes_by_host=bytes_by_host, tcp_by_host=tcp_by_host,
+        bytes_by_host=bytes_by_host, tcp_by_host=tcp_by_host, bytes_by_source=meter.by_source(timed),
         final_accuracy=evals[-1]["accuracy"] if evals else None,
         steps_to_accuracy=reached_at["step"] if reached_at else None,
         time_to_accuracy_s=reached_at["train_time_s"] if reached_at else None)
