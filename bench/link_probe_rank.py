@@ -104,7 +104,7 @@ def main(argv=None):
     elif what == "send":
         _send(argv[1], int(argv[2]), int(argv[3]))
     elif what == "allreduce":
-        _allreduce(int(argv[1]), int(argv[2]), argv[3], argv[4])
+        _allreduce(int(argv[1]), int(argv[2]), argv[3], argv[4] or None)  # "": no --network
     else:
         raise SystemExit(f"usage: python -m bench.link_probe_rank serve|send|allreduce ...; got {what!r}")
 

@@ -54,6 +54,15 @@ def main(argv=None):
     except UserError as exc:
         print(f"ralp-bench: error: {exc}", file=sys.stderr, flush=True)
         _abort(exc.exit_code)
+    except Exception:  # noqa: BLE001 - any rank's failure must end the job, as `python -m mpi4py` does
+        # Left to Python, the failed rank would wait in mpi4py's MPI_Finalize at exit for ranks
+        # that wait for it (measured on ssh hosts: a strategy failing in setup hung the run
+        # until its deadline); its traceback goes to mpirun's output first, for the log.
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        _abort(1)
 
 
 def _abort(code):

@@ -5,6 +5,7 @@
 #   1. system packages: Open MPI (mpirun + headers for Horovod/mpi4py), iproute2 (ip, tc),
 #      openssh-server (sshd on the emulated ssh hosts, bench/launch/ssh_hosts.py),
 #      slurm-wlm + munge (the emulated Slurm on those hosts, bench/launch/slurm.py),
+#      nftables (the per-run firewall on hosts/Slurm runs, bench/launch/firewall.py),
 #      chromium + chromium-driver (tests/test_browser.py opens the published pages)
 #   2. a virtual environment in .venv with the pinned requirements
 #   3. Horovod 0.28.1 built against that TensorFlow with MPI + Gloo, the wheel
@@ -31,6 +32,7 @@ command -v ping >/dev/null 2>&1 || need_apt+=(iputils-ping)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/slurmctld ] || need_apt+=(slurm-wlm)
 [ -x /usr/sbin/munged ] || need_apt+=(munge)
+[ -x /usr/sbin/nft ] || need_apt+=(nftables)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

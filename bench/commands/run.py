@@ -35,6 +35,9 @@ def add_cluster_arguments(p):
     p.add_argument("--mpirun-arg", action="append", default=None, metavar="ARG",
                    help="--cluster hosts/slurm: extra mpirun words, split as a shell would, repeatable; a value that "
                         "starts with - needs '=': --mpirun-arg=\"--mca plm_rsh_agent 'ssh -F cfg'\"")
+    p.add_argument("--no-firewall", action="store_true",
+                   help="--cluster hosts/slurm: no per-run nftables rules (as root they accept the run's ports only "
+                        "from the cluster's addresses while it goes)")
     p.add_argument("--scale-to", default=None,
                    help="emulated: set link rates so this machine's compute/network ratio matches a preset")
     p.add_argument("--no-link-check", action="store_true",

@@ -96,9 +96,9 @@ class SlurmLauncher(HostsLauncher):
     mode = "slurm"
 
     def __init__(self, network: Optional[str] = None, link=None, env: Optional[Dict[str, str]] = None,
-                 mpirun_args: Optional[List[str]] = None, environ=None):
+                 mpirun_args: Optional[List[str]] = None, environ=None, firewall: bool = True):
         self.job = job_id(environ)
-        self.configure(allocation_hosts(environ), network, link, env, mpirun_args)
+        self.configure(allocation_hosts(environ), network, link, env, mpirun_args, firewall)
 
     @staticmethod
     def placement_args(names: List[str], counts: List[int]) -> List[str]:
