@@ -282,6 +282,36 @@ def test_a_comparison_runs_from_a_login_host_outside_the_hostfile(cluster):
 
 
 @needs_machines
+def test_two_workers_per_host_under_every_strategy_bytes_per_host_against_the_model(cluster):
+    """4 workers on 2 hosts (slots=2 each): every strategy ok, and each worker host's measured
+    bytes (what its NIC counters saw: 2 workers' traffic, the ring's edges inside the host left
+    out) beside the cost model's bytes per host (issue 34 item 5)."""
+    shared = tempfile.mkdtemp(prefix="ssht-slots-", dir="/var/tmp")
+    try:
+        hostfile = os.path.join(shared, "hostfile")
+        with open(hostfile, "w") as fh:
+            fh.write("h0 slots=1\nh1 slots=2\nh2 slots=2\n")
+        argv = [PY, "-m", "bench.cli", "run", "--cluster", "hosts", "--hostfile", hostfile, "--network",
+                cluster.subnet, "--strategy", "ps,horovod,ralp,ralp-hybrid", "--model", "lenet_mnist",
+                "--workers", "4", "--steps", "2", "--warmup-steps", "1", "--batch-size", "8",
+                "--results", os.path.join(shared, "results"), "--quiet"]
+        proc = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=900,
+                              cwd=ROOT)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        from bench.results import ResultStore
+
+        rows = ResultStore(os.path.join(shared, "results")).load()
+        assert set(rows["status"]) == {"ok"} and set(rows["workers_per_host"]) == {2}, rows
+        for _, row in rows.iterrows():
+            ratio = row["bytes_worker_measured"] / row["bytes_worker_predicted"]
+            print(f"{row['strategy']}: per worker host measured {row['bytes_worker_measured']:.0f} B/step, "
+                  f"model {row['bytes_worker_predicted']:.0f} ({ratio:.3f})")
+            assert 0.95 <= ratio <= 1.25, (row["strategy"], ratio)  # TCP/IP and gRPC framing on top
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@needs_machines
 def test_cluster_down_removes_sshd_namespaces_and_files(cluster):
     assert _gone(NAME)["sshd"] and _gone(NAME)["dir"]
     down = ralp_bench("cluster", "down", "--name", NAME, timeout=60)
