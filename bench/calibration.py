@@ -23,6 +23,17 @@ Each runs in a subprocess placed in a temporary cgroup with the quota (the
 same mechanism as the hosts: bench/launch/cgroups.py), with the thread
 counts a rank on such a host uses. Without cgroups (not root), the figures
 are measured uncapped and say so.
+
+On a cluster of other machines (``--cluster hosts`` or ``slurm``) this machine is only the
+driver, often a login node with other CPUs than the compute hosts, so the same program runs
+on a worker host instead, started as that host's ranks are (``run_on``; issue 34): its own
+CPUs, CPU group and environment are what the figures measure, and they are cached under the
+machine key and usable cores that host reports for itself (``_host``), so a later run reuses
+them without measuring (the steal kept beside them is the driver machine's: the same machine
+on emulated hosts, a hint only on a real cluster). Where to measure is a host name on the
+run's settings (``RunConfig.calibrate_on``, set by bench/clusters.py apply_cluster); how to
+start a program there is registered here by the same function (``register_place``), so the
+planning code passes a name through and never sees a launcher.
 """
 import json
 import os
@@ -30,7 +41,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 from bench.dirlock import dir_lock
@@ -38,6 +49,9 @@ from bench.errors import UserError
 
 CACHE = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
 PASS_ELEMENTS = 4 * 1024 * 1024
+# Starts the line that carries the program's JSON: mpirun may prefix a rank's lines or put a
+# daemon's warning before them, so the driver looks for this, not for a line starting with "{".
+MARK = "RALP-CALIBRATION "
 
 
 def _machine_key() -> str:
@@ -106,10 +120,10 @@ def run_capped(cores: Optional[float], argv, timeout_s: float = 600) -> Dict:
     finally:
         if group:
             cg.remove(group.path)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    if out.returncode != 0 or not lines:
+    result = parse_output(out.stdout)
+    if out.returncode != 0 or result is None:
         raise UserError(f"calibration {' '.join(map(str, argv))} failed: {_reason(out)}")
-    return json.loads(lines[-1])
+    return result
 
 
 def _reason(out) -> str:
@@ -120,42 +134,151 @@ def _reason(out) -> str:
     return lines[-1][-300:] if lines else f"exit status {out.returncode} and no output"
 
 
+def parse_output(text: str) -> Optional[Dict]:
+    """The object the calibration program printed after ``MARK`` in ``text`` (its own stdout,
+    or mpirun's), the last one if several; None if none is whole. The marker is found wherever
+    it starts on its line (mpirun's ``--tag-output`` prefix, a warning written just before it)
+    and the object is read up to its own end (``raw_decode``), whatever follows it; a line cut
+    or mixed with another's text is skipped, not half read."""
+    decoder = json.JSONDecoder()
+    found = None
+    for line in text.splitlines():
+        at = line.rfind(MARK)
+        if at < 0:
+            continue
+        try:
+            value, _ = decoder.raw_decode(line, at + len(MARK))
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found = value
+    return found
+
+
+# Where calibration runs when not on this machine: host name -> the mpirun (a LaunchSpec whose
+# argv lacks only the program) that starts one process there, as the launcher starts ranks.
+_PLACES: Dict = {}
+# host name -> (machine key, usable cores) that host reported for itself, asked once per process
+_HOSTS: Dict[str, Tuple[str, float]] = {}
+
+
+def register_place(host: str, launch) -> None:
+    """Say how to start a program on ``host``: ``launch`` is a bench.launch.base.LaunchSpec whose
+    argv ends where the program's begins, with the environment mpirun forwards (``-x``) to it.
+
+    Why a registry beside the setting: the run's settings say WHERE (``calibrate_on``, a host
+    name: printable, stored in rows, never sent to ranks), this says HOW, which a setting must
+    not carry (the forwarded variables' values may be secrets, and settings are printed, swept
+    and stored). bench/clusters.py apply_cluster fills both from the launcher, so planning
+    passes a name through and knows no launcher. Registering a host again (the next cluster of
+    a sweep) replaces it and forgets the machine key it reported."""
+    _PLACES[host] = launch
+    _HOSTS.pop(host, None)
+
+
+def run_on(host: str, argv, timeout_s: float = 600) -> Dict:
+    """Run ``python -m bench.calibration ARGV`` on ``host`` through its registered mpirun; its JSON.
+    No cgroup of ours: the host's own CPUs are what counts (an emulated ssh host's CPU group
+    holds whatever its sshd starts). The shared runner (bench/launch/base.py run_mpirun) gives
+    the deadline, the one-line failure with its log, and no process left behind."""
+    from bench.errors import RunFailed, one_line
+    from bench.launch.base import LaunchSpec, run_mpirun
+    from bench.roles import RankLayout
+
+    launch = _PLACES.get(host)
+    if launch is None:
+        raise UserError(f"cannot calibrate on {host}: no launcher in this process reaches it; run with "
+                        "--cluster hosts or slurm, or give --hardware PRESET_OR_FILE")
+    program = [sys.executable, "-m", "bench.calibration", *map(str, argv)]
+    what = f"calibration {' '.join(map(str, argv))} on {host}"
+    try:
+        output = run_mpirun(LaunchSpec(list(launch.argv) + program, env=dict(launch.env)), timeout_s=timeout_s,
+                            layout=RankLayout(1, 0, tf=False), log_label=f"calibration-{host}")
+    except RunFailed as exc:
+        raise UserError(f"{what} failed: {one_line(str(exc))}") from None
+    result = parse_output(output)
+    if result is None:
+        raise UserError(f"{what} printed no {MARK.strip()} line; its last output: {one_line(output[-300:])}")
+    return result
+
+
+def _host(where: str) -> Tuple[str, float]:
+    """The machine key and usable cores host ``where`` reports for itself: what its figures are
+    cached under (one short launch per process, no TensorFlow). The cores count because its own
+    limits (an emulated host's CPU group, a container's quota) are what it calibrates under,
+    and they can change while the machine does not (another emulated cluster's cap)."""
+    if where not in _HOSTS:
+        answer = run_on(where, ["key"], timeout_s=120)
+        _HOSTS[where] = (answer["machine"], float(answer["cores"]))
+    return _HOSTS[where]
+
+
+def _measure_at(where: Optional[str], cores: Optional[float], argv) -> Dict:
+    """The calibration program's figures: on host ``where`` as its ranks run, else here under a
+    quota of ``cores``. A host that answers as another machine than it did when asked for its
+    key (``_host``) is refused: its figures would be cached under the wrong machine."""
+    if where is None:
+        return run_capped(cores, argv)
+    result = run_on(where, argv)
+    machine = _host(where)[0]
+    if result.get("machine") != machine:
+        raise UserError(f"calibration on {where} ran on {result.get('machine')!r}, not on {machine!r}; "
+                        "check the hostfile names one machine per host")
+    return result
+
+
 def _quota_label(cores: Optional[float]) -> str:
     return f"{cores:.3f}" if cores else "all"
 
 
-def hardware_key(cores: Optional[float]) -> str:
-    """The cache key of ``hardware_under(cores)``."""
-    return f"{_machine_key()}|hardware|{_quota_label(cores)}"
+def _entry_key(what: str, cores: Optional[float], where: Optional[str]) -> str:
+    """A cache key: the measured machine's key, what was measured, and the quota it ran under:
+    ``cores`` here, or on host ``where`` (which runs under no quota of ours) the cores it may use."""
+    if where is None:
+        return f"{_machine_key()}|{what}|{_quota_label(cores)}"
+    machine, usable = _host(where)
+    return f"{machine}|{what}|{_quota_label(usable)}"
 
 
-def hardware_under(cores: Optional[float]):
-    """ralp.hardware.Hardware measured under a quota of ``cores`` (None: this whole machine)."""
+def hardware_key(cores: Optional[float], where: Optional[str] = None) -> str:
+    """The cache key of ``hardware_under(cores, where)``."""
+    return _entry_key("hardware", cores, where)
+
+
+def hardware_under(cores: Optional[float], where: Optional[str] = None):
+    """ralp.hardware.Hardware measured under a quota of ``cores`` (None: this whole machine), or
+    on cluster host ``where`` (registered with ``register_place``) as its ranks run there."""
     from ralp.hardware import hardware_from_measurement
 
-    data = _cached(hardware_key(cores), lambda: run_capped(cores, ["hardware"]))
-    where = f"{cores:.2f} cores per host (cgroup quota)" if cores else "the whole machine"
-    return hardware_from_measurement(data, f"calibrated under {where}, {_provenance(data)}, cached in {CACHE}")
+    data = _cached(hardware_key(cores, where), lambda: _measure_at(where, cores, ["hardware"]))
+    if where:
+        machine, usable = _host(where)
+        place = f"on host {where} ({machine}, {usable:.2f} usable cores: started as its ranks are)"
+    else:
+        place = f"under {cores:.2f} cores per host (cgroup quota)" if cores else "under the whole machine"
+    return hardware_from_measurement(data, f"calibrated {place}, {_provenance(data)}, cached in {CACHE}")
 
 
-def resolve_hardware(spec: Optional[str], cores: Optional[float] = None, **links):
+def resolve_hardware(spec: Optional[str], cores: Optional[float] = None, where: Optional[str] = None, **links):
     """The analyzer's Hardware for ``--hardware SPEC``: 'local' is this machine measured under a
-    quota of ``cores`` (None: the whole machine), anything else a preset or a JSON file
-    (ralp.hardware.load_hardware, which measures nothing: the engine imports no harness);
-    ``links`` are load_hardware's bandwidth/ps_bandwidth/latency overrides."""
+    quota of ``cores`` (None: the whole machine) or cluster host ``where`` (``hardware_under``),
+    anything else a preset or a JSON file (ralp.hardware.load_hardware, which measures nothing:
+    the engine imports no harness); ``links`` are load_hardware's bandwidth/ps_bandwidth/latency
+    overrides."""
     from ralp.hardware import load_hardware
 
-    return load_hardware(hardware_under(cores) if spec == "local" else spec, **links)
+    return load_hardware(hardware_under(cores, where) if spec == "local" else spec, **links)
 
 
-def model_key(spec, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> str:
+def model_key(spec, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float],
+              where: Optional[str] = None) -> str:
     """The cache key of ``model_timing`` for a ModelSpec: a user's model is keyed by its shape,
     classes and file hash too."""
     from bench.models.registry import get_spec
     from bench.models.sources import model_digest
 
     name = spec.name if spec.kind == "zoo" and spec == get_spec(spec.name) else f"{_described(spec)}|{model_digest(spec)}"
-    return f"{_machine_key()}|model|{name}|B{batch_size}|W{workers}|{cut}|{_quota_label(cores)}"
+    return _entry_key(f"model|{name}|B{batch_size}|W{workers}|{cut}", cores, where)
 
 
 def _described(spec) -> str:
@@ -164,18 +287,19 @@ def _described(spec) -> str:
     return json.dumps([spec.name, format_shape(spec.input_shape), spec.num_classes])
 
 
-def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float]) -> Dict:
-    """Seconds of one training step of ``model`` (a zoo name or ModelSpec) under the quota: full
-    model at B, tower at B and head at W*B for ``cut`` (omitted when None). Keys: full_s,
-    tower_s, head_s."""
+def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores: Optional[float],
+                 where: Optional[str] = None) -> Dict:
+    """Seconds of one training step of ``model`` (a zoo name or ModelSpec) under the quota, or on
+    cluster host ``where``: full model at B, tower at B and head at W*B for ``cut`` (omitted when
+    None). Keys: full_s, tower_s, head_s."""
     from bench.models.registry import get_spec
 
     spec = get_spec(model) if isinstance(model, str) else model
     argv = ["model", _described(spec), batch_size, workers, cut or "-"]
-    return _cached(model_key(spec, batch_size, workers, cut, cores), lambda: run_capped(cores, argv))
+    return _cached(model_key(spec, batch_size, workers, cut, cores, where), lambda: _measure_at(where, cores, argv))
 
 
-# ---- what runs inside the capped subprocess ------------------------------------------------
+# ---- what runs inside the capped subprocess, or on a cluster host ---------------------------
 
 def _threads():
     import tensorflow as tf
@@ -276,20 +400,34 @@ def _measure_model(described: str, batch: int, workers: int, cut: Optional[str])
     return timing
 
 
+def emit(result: Dict) -> str:
+    """The line that carries ``result`` to the driver (``parse_output`` reads it back)."""
+    return MARK + json.dumps(result, sort_keys=True) + "\n"
+
+
 def main(argv=None):
+    """``key``: this machine's key only (no TensorFlow: the driver asks a host before looking in
+    its cache); ``hardware`` and ``model ...``: the figures, with the key of the machine that
+    measured them (``machine``). Under mpirun the first line is the phase line the shared runner
+    waits for (bench/launch/base.py STARTUP_S); the result is one write, whole on mpirun's pipe."""
     argv = sys.argv[1:] if argv is None else argv
+    os.write(1, b"RALP-PHASE 0 calibrating\n")
     try:
-        if argv[0] == "hardware":
+        if argv[:1] == ["key"]:
+            from bench.launch.cgroups import usable_cores
+
+            result = {"cores": usable_cores()}
+        elif argv[:1] == ["hardware"]:
             result = _measure_hardware()
-        elif argv[0] == "model":
+        elif argv[:1] == ["model"] and len(argv) == 5:
             result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
         else:
-            raise SystemExit('usage: python -m bench.calibration hardware | model \'["NAME", "H,W,C", CLASSES]\' '
+            raise SystemExit('usage: python -m bench.calibration key | hardware | model \'["NAME", "H,W,C", CLASSES]\' '
                              'BATCH WORKERS CUT')
-    except UserError as exc:  # the driver shows this line (run_capped), not a traceback
+    except UserError as exc:  # the driver shows this line (run_capped, run_on), not a traceback
         print(exc, file=sys.stderr)
         raise SystemExit(exc.exit_code)
-    print(json.dumps(result), flush=True)
+    os.write(1, emit({**result, "machine": _machine_key()}).encode())
 
 
 if __name__ == "__main__":

@@ -88,11 +88,32 @@ def _refuse_passthrough(args):
 def apply_cluster(cfg, launcher):
     """What the analyzer must assume for ``cfg`` on this cluster: the launcher's links where it
     knows them (emulated: as built, scaled or not; hosts: as stated), else the run's own link
-    flags; and the per-host CPU quota the calibration runs under."""
+    flags; the per-host CPU quota the calibration runs under; and where it runs (``calibrate_on``)."""
     if launcher.link is not None:
         for name, value in launcher.link.flags().items():
             setattr(cfg, name, value)
     cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
     from bench.roles import RankLayout
 
-    cfg.workers_per_host = launcher.workers_per_host(RankLayout.for_run(cfg, "ps"))
+    layout = RankLayout.for_run(cfg, "ps")
+    cfg.workers_per_host = launcher.workers_per_host(layout)
+    cfg.calibrate_on = _calibration_host(cfg, launcher, layout)
+
+
+def _calibration_host(cfg, launcher, layout):
+    """The host the cost model's compute figures are measured on, registered with how to start a
+    program there (bench/calibration.py register_place); None: this machine.
+
+    Why: hosts and Slurm ranks run on other machines, whose CPUs the driver's need not resemble
+    (a login node; an emulated ssh host's CPU group), so their first worker host is calibrated,
+    started as its ranks are (HostsLauncher.calibration_spec). Local and emulated ranks run on
+    this machine, where the calibration reproduces a host's cap itself (a cgroup). A --hardware
+    preset or file measures nothing, so it names no host."""
+    place = launcher.calibration_spec(layout) if (cfg.hardware or "local") == "local" else None
+    if place is None:
+        return None
+    from bench.calibration import register_place
+
+    host, launch = place
+    register_place(host, launch)
+    return host

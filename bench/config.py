@@ -102,6 +102,10 @@ class RunConfig:
     calibration: str = setting(None, "cost model's compute figures: the model's own step timed on one host (model) "
                                "or conv/matmul micro-benchmarks (hardware)", choices=CALIBRATIONS,
                                factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
+    # Driver-only: the cluster host whose CPUs price compute (hosts/Slurm: the first worker host,
+    # set with how to reach it by bench/clusters.py apply_cluster; None: this machine under
+    # cpus_per_host, or no calibration at all with a --hardware preset or file). Rows record it.
+    calibrate_on: Optional[str] = setting(None, cli=(), rank=False, row="calibrated_on")
     out: Optional[str] = setting(None, "rank 0 writes the result JSON to this file on its own host (default: "
                                  "RALP-RESULT lines on stdout; python -m bench.rank_result < OUTPUT decodes them)",
                                  cli=("rank",), rank=False)

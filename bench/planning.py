@@ -55,23 +55,26 @@ def settle_model(cfg: RunConfig) -> RunConfig:
 
 def hardware_for(cfg: RunConfig):
     """The analyzer's hardware: a preset or file as given; without one, this machine measured
-    under the run's per-host CPU quota (bench/calibration.py)."""
+    under the run's per-host CPU quota, or the cluster host ``cfg.calibrate_on`` as its ranks run
+    there (bench/calibration.py; which host is the launcher's business, not the plan's)."""
     from bench.calibration import resolve_hardware
 
-    return resolve_hardware(cfg.hardware or "local", cfg.cpus_per_host or None,
+    return resolve_hardware(cfg.hardware or "local", cfg.cpus_per_host or None, cfg.calibrate_on,
                             **cfg.link(DEFAULT_BANDWIDTH).hardware_overrides())
 
 
 def timing_for(cfg: RunConfig):
-    """The model's own step measured under the host quota (None with a preset, a hardware file,
-    or --calibration hardware): full model at B, RALP's tower at B and head at W x B."""
+    """The model's own step measured under the host quota, or on host ``cfg.calibrate_on`` (None
+    with a preset, a hardware file, or --calibration hardware): full model at B, RALP's tower at
+    B and head at W x B."""
     if (cfg.hardware or "local") != "local" or cfg.calibration != "model":
         return None
     from bench.calibration import model_timing
     from ralp.cost_model import ModelTiming
 
     cut = first_cut(cfg)
-    t = model_timing(cfg.model_spec(), cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None)
+    t = model_timing(cfg.model_spec(), cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None,
+                     cfg.calibrate_on)
     return ModelTiming(cfg.batch_size, cfg.workers, t["full_s"], cut, t.get("tower_s"), t.get("head_s"))
 
 

@@ -40,6 +40,9 @@ FIELD_TYPES = {
     # after run 20261204T115426Z-30fb48: older rows read it as empty, and the report prices it again
     # where that is sound (bench/planning.py stored_bound)
     "bound_step_time_s": _FLOAT,
+    # the cluster host whose CPUs priced compute (bench/calibration.py run_on: hosts/Slurm); empty: the
+    # driver's machine under cpus_per_host, or a hardware preset; added in schema v1, older rows read it as empty
+    "calibrated_on": _STR,
     "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
     "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
     "horovod_settings": _STR, "cpu_steal": _FLOAT, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,

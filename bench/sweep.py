@@ -34,7 +34,7 @@ from bench.errors import UserError
 from bench.models.sources import SAVED_SUFFIXES
 
 CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile", "cpus_per_host")
-RUN_KEYS = {f.name for f in dataclasses.fields(RunConfig)} - {"out", "dump_weights", "extra"}
+RUN_KEYS = {f.name for f in dataclasses.fields(RunConfig)} - {"out", "dump_weights", "extra", "calibrate_on"}
 
 
 @dataclass

@@ -78,7 +78,7 @@ def test_every_rank_setting_reaches_the_ranks():
     for name in RunConfig.rank_fields():
         assert getattr(ranked, name) == getattr(cfg, name), name
     driver_only = {f.name for f in fields(RunConfig)} - set(RunConfig.rank_fields())
-    assert driver_only == {"strategy", "ps_bandwidth", "latency", "network", "out", "extra"}
+    assert driver_only == {"strategy", "ps_bandwidth", "latency", "network", "out", "extra", "calibrate_on"}
 
 
 def test_run_settings_are_declared_once_for_flags_ranks_sweeps_and_rows():

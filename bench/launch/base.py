@@ -107,6 +107,11 @@ class Launcher(abc.ABC):
         then takes its hardware's ``gpus_per_host``)."""
         return None
 
+    def calibration_spec(self, layout: RankLayout):
+        """(host, LaunchSpec starting one program there) where the cost model's compute must be
+        measured on another machine than this one (hosts.py); None: here, under the host's cap."""
+        return None
+
     def after_run(self):
         """Hook to kill what a launcher left (emulated: processes inside namespaces)."""
 

@@ -132,6 +132,15 @@ class HostsLauncher(Launcher):
             argv.insert(1, "--allow-run-as-root")
         return argv + self.mpirun_args + program
 
+    def calibration_spec(self, layout) -> Tuple[str, LaunchSpec]:
+        """The first worker host of ``layout`` and the mpirun that starts one program there (its
+        argv still to be appended), as that host's ranks are started: the cost model's compute is
+        measured on a machine that runs workers, with its CPUs and the ranks' environment."""
+        workers = worker_counts(layout, [s for _, s in self.hosts])
+        first = next(i for i, n in enumerate(workers) if n)
+        counts = [int(i == first) for i in range(len(self.hosts))]
+        return self.hosts[first][0], LaunchSpec(self.mpirun_argv(counts, []), env=dict(self.env))
+
     def once_per_host(self, program: List[str]) -> List[str]:
         return self.mpirun_argv([1] * len(self.hosts), program)
 
