@@ -75,7 +75,7 @@ def _mpi4py():
         from mpi4py import MPI
     except ImportError as exc:
         return False, f"not importable ({exc}); run ci/setup.sh"
-    return True, f"{mpi4py.__version__} ({MPI.Get_library_version().splitlines()[0].strip()})"
+    return True, f"{mpi4py.__version__} ({MPI.Get_library_version().replace(chr(0), '').splitlines()[0].strip()})"
 
 
 def _emulation():
