@@ -19,7 +19,7 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "bench" / "asv_bench"
+SUITE = ROOT / "benchmarks"
 INSTALL = ROOT / "ci" / "asv-install"
 # What bench, ralp and baselines import at run time (Horovod comes from ci/asv-install).
 RUNTIME = {"tensorflow-cpu", "numpy", "mpi4py", "pandas", "pyarrow", "matplotlib", "rich"}
@@ -60,6 +60,13 @@ def test_each_commit_is_built_and_installed_without_dependencies():
     assert conf["install_command"] == ["in-dir={env_dir} python {conf_dir}/ci/asv-install {wheel_file}"]
     text = INSTALL.read_text()
     assert '"--no-deps", "--no-index", "--force-reinstall", argv[0]' in text
+
+
+def test_the_suite_is_asvs_default_benchmark_dir_outside_the_package():
+    """asv imports benchmark_dir from the checkout while the measured commit's wheel is installed:
+    a suite inside ``bench`` would ship in the wheel and sit beside the package it measures."""
+    assert ROOT / _conf()["benchmark_dir"] == SUITE and (SUITE / "__init__.py").exists()
+    assert not (ROOT / "bench" / "asv_bench").exists()
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +126,7 @@ def test_history_profile_trains_once_per_strategy_and_probes_no_links(tmp_path):
 def test_step_time_figures_grow_when_training_slows_down():
     """asv counts larger as worse: the step-time twins of images/s and the speedup must grow on a slowdown."""
     os.environ.pop("RALP_ASV_PROFILE", None)
-    from bench.asv_bench import bench_training
+    from benchmarks import bench_training
 
     rows = {("m", s, 2): {"status": "ok", "failure": None, "images_per_sec": 64 / t, "step_time_median_s": t}
             for s, t in (("ps", 0.5), ("ralp", 0.25))}

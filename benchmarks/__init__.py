@@ -5,6 +5,10 @@ own env (asv.conf.json: one virtualenv, the commit's wheel installed ``--no-deps
 by ci/asv-install) and imports only this directory from the working tree. So
 ``bench``/``ralp``/``baselines`` below, and the MPI ranks the training benchmarks
 start with the env's python, are the measured commit's code, not the checkout's.
+asv loads this package by its own name only (asv_runner's SpecificImporter), so the
+checkout's ``bench/`` beside it never shadows the installed one. Hence also: the
+suite may import only what every commit it measures has (old commits included),
+and it lives here, asv's default ``benchmark_dir``, outside the wheel.
 
 Modules: ``common`` (profile knob, asv settings base class), ``bench_planning``
 (cheap cost-model benchmarks), ``bench_training`` (real distributed runs),

@@ -38,7 +38,7 @@ def setup_cache_timeout(profile) -> float:
 def _skip(reason: str):
     from asv_runner.benchmarks.mark import SkipNotImplemented
 
-    print(f"asv_bench: skipped: {reason}", file=sys.stderr)
+    print(f"benchmarks: skipped: {reason}", file=sys.stderr)
     raise SkipNotImplemented(reason)
 
 
@@ -54,7 +54,7 @@ def run_profile(profile, cluster: str):
         with _launcher(profile, cluster, workers) as launcher:
             for cfg in configs:
                 row = run_one(cfg, launcher)
-                print(f"asv_bench: {cfg.model} {cfg.strategy} x{workers} on {cluster}: {row['status']} "
+                print(f"benchmarks: {cfg.model} {cfg.strategy} x{workers} on {cluster}: {row['status']} "
                       f"{row.get('images_per_sec')} images/s {row.get('failure') or ''}", file=sys.stderr)
                 rows[(cfg.model, cfg.strategy, workers)] = row
     return rows
