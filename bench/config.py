@@ -19,7 +19,8 @@ from bench.strategy_specs import SPECS, spec_of, strategy_names
 STRATEGIES = strategy_names()  # every registered strategy (bench/strategy_specs.py) and auto
 PS_PLACEMENTS = ("dedicated", "colocated")
 MAX_WORKERS = 64
-# ralp-hybrid's ring (ralp/ring.py) re-encodes every partial sum at every hop: stateless codecs only.
+# ralp-hybrid's ring (ralp/ring.py) re-encodes every partial sum at every hop: stateless codecs only
+# (the cost model's CODECS_OF; read here without importing it at module level).
 RING_CODECS = ("none", "fp16", "int8")
 # model: the model's own step timed under the host's quota; hardware: micro-benchmarks only.
 CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is certainly a typo
@@ -57,10 +58,9 @@ class RunConfig:
     batch_size: int = setting(32, "images per worker per step", row=True)
     micro_batches: int = setting(1, "ralp-hybrid: pipeline each worker's batch in this many micro-batches (the "
                                  "same update; activations of one travel while the next is computed)", row=True)
-    # Not yet a row column: bench/result_schema.py has no field for it (the lead adds one, then row=True).
     hybrid_bucket_mb: float = setting(4.0, "ralp-hybrid: MiB of fp32 tower gradients per ring all-reduce, whole "
                                       "layers in backward order, each ring starting as its layers' backward ends "
-                                      "(0: one fused ring after the whole backward)")
+                                      "(0: one fused ring after the whole backward)", row=True)
     steps: int = setting(10, "timed steps (after warm-up; the minimum with --target-ci)", row=True)
     warmup_steps: int = setting(2, "untimed warm-up steps", row=True)
     target_ci: Optional[float] = setting(None, "after --steps, add timed steps until the median step time's 95%% "

@@ -57,7 +57,8 @@ from bench.optim import MomentumSGD
 from bench.strategy import top1
 from ralp.cut import split_model
 from ralp.placement import LayerPlacement
-from ralp.ring import MIB, buckets, ring_allreduce
+from ralp.buckets import MIB, buckets
+from ralp.ring import ring_allreduce
 from ralp.sharded_head import ShardedHead
 
 

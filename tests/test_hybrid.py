@@ -46,7 +46,7 @@ def test_the_hybrid_is_priced_with_activations_only_on_the_ps_link():
     ([], 4, []),
 ])
 def test_buckets_take_whole_layers_in_backward_order_up_to_the_cap(sizes, cap, expected):
-    from ralp.ring import buckets
+    from ralp.buckets import buckets
 
     assert buckets(sizes, cap) == expected
 
@@ -56,7 +56,7 @@ def test_vgg_tower_buckets_cover_every_variable_once_and_never_split_a_layer(cap
     from bench.models import get_model
     from ralp.cut import split_model
     from ralp.hybrid import gradient_buckets
-    from ralp.ring import MIB
+    from ralp.buckets import MIB
 
     tower, _ = split_model(get_model("vgg_cifar", seed=0), "flatten")
     variables = tower.trainable_variables
@@ -280,3 +280,50 @@ def test_a_bucketed_pipelined_hybrid_cluster_run_matches_single_process_sgd(tmp_
     row = run_one(cfg, LocalLauncher())
     assert row["status"] == "ok", row["failure"]
     assert_same_weights(dump, reference_weights(WARMUP + STEPS), "bucketed cluster run")
+
+
+# ----------------------------------------------------------------------------- its pricing
+
+def test_the_hybrid_is_priced_with_its_codec_on_the_ring_and_the_activations():
+    """fp16: every byte of the ring and of the activations halves (ScaledFloat16's 4-byte scale
+    per tensor aside); int8 quarters them; top-k is no candidate (its ring would need error
+    feedback per hop)."""
+    from bench.errors import UserError
+    from bench.planning import model_profile
+    from ralp.cost_model import predict
+    from ralp.hardware import load_hardware
+
+    profile = model_profile("vgg_cifar")
+    hw = load_hardware("v100-10gbe", bandwidth="1gbit")
+    p_tower, _, floats, _, _ = profile.split_sizes(profile.first_dense_cut())
+    for W in (2, 4):
+        priced = {c: predict(profile, "ralp-hybrid", workers=W, batch_size=32, hardware=hw, compression=c)
+                  for c in (None, "fp16", "int8")}
+        ring = 2 * (W - 1) / W * p_tower
+        assert priced[None].worker_tx_bytes == pytest.approx(4 * 32 * floats + 4 * ring)
+        assert priced["fp16"].worker_tx_bytes == pytest.approx(2 * 32 * floats + 2 * ring)
+        assert priced["int8"].worker_tx_bytes == pytest.approx(1 * 32 * floats + 1 * ring, abs=16)
+        assert priced["fp16"].ps_rx_bytes == pytest.approx(priced[None].ps_rx_bytes / 2)
+        assert priced["fp16"].breakdown["worker_codec_s"] > 0
+    with pytest.raises(UserError, match="fp16 or int8"):
+        predict(profile, "ralp-hybrid", workers=2, batch_size=32, hardware=hw, compression="topk:0.01")
+
+
+def test_bucketed_rings_are_priced_under_the_backward():
+    """One bucket: the ring after the whole backward (the fused step). Buckets: each ring leaves
+    as the backward passes its layers (ralp/cost_model.py ``_streamed_push``), so the step is
+    shorter, by at most the ring's own time, and never below the backward alone."""
+    from bench.planning import model_profile
+    from ralp.cost_model import predict
+    from ralp.hardware import load_hardware
+
+    profile = model_profile("vgg_cifar")
+    hw = load_hardware("v100-10gbe", bandwidth="1gbit")
+    step = {mb: predict(profile, "ralp-hybrid", workers=4, batch_size=32, hardware=hw, hybrid_bucket_mb=mb)
+            for mb in (0, 1e6, 1, 0.25)}
+    assert step[0].step_time_s == step[1e6].step_time_s  # one bucket either way
+    assert "backward_and_push_s" not in step[0].breakdown
+    ring = step[0].breakdown["ring_all-reduce_tower_gradients_s"]
+    for mb in (1, 0.25):
+        assert step[0].step_time_s - ring <= step[mb].step_time_s < step[0].step_time_s
+        assert step[mb].breakdown["backward_and_push_s"] >= step[mb].breakdown["worker_backward_s"]
