@@ -19,9 +19,6 @@ from bench.strategy_specs import SPECS, spec_of, strategy_names
 STRATEGIES = strategy_names()  # every registered strategy (bench/strategy_specs.py) and auto
 PS_PLACEMENTS = ("dedicated", "colocated")
 MAX_WORKERS = 64
-# ralp-hybrid's ring (ralp/ring.py) re-encodes every partial sum at every hop: stateless codecs only
-# (the cost model's CODECS_OF; read here without importing it at module level).
-RING_CODECS = ("none", "fp16", "int8")
 # model: the model's own step timed under the host's quota; hardware: micro-benchmarks only.
 CALIBRATIONS = ("model", "hardware")  # an emulated or local run beyond this is certainly a typo
 
@@ -205,7 +202,10 @@ class RunConfig:
             with_codecs = ", ".join(name for name, spec in SPECS.items() if spec.codecs)
             raise UserError(f"{self.strategy} does not support --compression ({spec_of(self.strategy).description}); "
                             f"use --compression none, or one of {with_codecs}")
-        if self._rings_tower() and self.compression != "auto" and parse_codec(self.compression).kind not in RING_CODECS:
+        from ralp.strategy_costs import CODECS_OF  # the codecs ralp-hybrid's ring can carry (stateless)
+
+        if (self._rings_tower() and self.compression != "auto"
+                and parse_codec(self.compression).kind not in ("none",) + CODECS_OF["ralp-hybrid"]):
             raise UserError(f"ralp-hybrid's ring re-encodes partial sums at every hop, where {self.compression} would "
                             "need error feedback per hop; use --compression fp16 or int8")
         if not 1 <= self.workers <= MAX_WORKERS:

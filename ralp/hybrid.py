@@ -35,7 +35,7 @@ Codecs (``--compression fp16`` or ``int8``, bench/codecs.py through ``Transport`
 activations go up and their gradients come down encoded (fp16 with a per-tensor scale), and
 every ring hop carries the codec's payload, summed in fp32 on the receiver (ralp/ring.py says
 why, and how the replicas stay identical). A sharded head's PS-to-PS partial sums stay fp32.
-Top-k is refused (bench/config.py ``RING_CODECS``).
+Top-k is refused (ralp/strategy_costs.py ``CODECS_OF``).
 
 Pipelining (``--micro-batches m``): each worker's batch is cut into m micro-batches, each taken
 through tower forward, activations up, head forward and backward over all W workers' micro-batch,
@@ -90,7 +90,7 @@ class HybridPlacement(LayerPlacement):
         self.buckets = gradient_buckets(self.replicas[0], self.config.hybrid_bucket_mb * MIB)
         self.transport = Transport(self.config.compression)
         if self.transport.sparse:  # bench/config.py refuses it with the fix; this guards direct use
-            raise ValueError("ralp-hybrid's ring takes stateless codecs only (bench/config.py RING_CODECS)")
+            raise ValueError("ralp-hybrid's ring takes stateless codecs only (CODECS_OF)")
         self.ring_codec = self.transport.codec if self.transport.applies() else None
         self._step = tf.function(self.step_graph)
 

@@ -18,7 +18,7 @@ scale keeping small gradients out of fp16's subnormals (a CPU has no faster fp16
 The all-gather encodes each finished chunk once, on its owner, and forwards that payload; every
 device, the owner included, decodes the same payload, so the results stay bitwise identical.
 A codec must be stateless (top-k's error feedback would need a residual per hop: refused by
-the hybrid, bench/config.py ``RING_CODECS``).
+the hybrid, ralp/strategy_costs.py ``CODECS_OF``).
 """
 from typing import List, Optional
 

@@ -421,7 +421,7 @@ COST_FUNCTIONS: Dict[str, Callable[[Setting], StepCost]] = {
     "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost, "ralp-hybrid": hybrid_cost}
 SPLIT_STRATEGIES = ("ralp", "ralp-hybrid")  # priced at a cut
 # Strategies priced (and implemented) with some codecs only, the others take all: the hybrid's ring
-# re-encodes each partial sum at every hop, so stateless codecs only (bench/config.py RING_CODECS).
+# re-encodes each partial sum at every hop, so stateless codecs only (CODECS_OF).
 CODECS_OF = {"ralp-hybrid": ("fp16", "int8")}
 SHARDED_HEAD = ("ralp-hybrid",)             # ps=S > 1 shards the head (elsewhere: the tower / the variables)
 PIPELINED = ("ralp-hybrid",)                # micro_batches=m > 1 pipelines the step
