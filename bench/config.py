@@ -55,6 +55,9 @@ class RunConfig:
     batch_size: int = setting(32, "images per worker per step", row=True)
     micro_batches: int = setting(1, "ralp-hybrid: pipeline each worker's batch in this many micro-batches (the "
                                  "same update; activations of one travel while the next is computed)", row=True)
+    hybrid_bucket_mb: float = setting(4.0, "ralp-hybrid: MiB of fp32 tower gradients per ring all-reduce, whole "
+                                      "layers in backward order, each ring starting as its layers' backward ends "
+                                      "(0: one fused ring after the whole backward)", row=True)
     steps: int = setting(10, "timed steps (after warm-up; the minimum with --target-ci)", row=True)
     warmup_steps: int = setting(2, "untimed warm-up steps", row=True)
     target_ci: Optional[float] = setting(None, "after --steps, add timed steps until the median step time's 95%% "
@@ -132,6 +135,10 @@ class RunConfig:
 
         return self.strategy in SPECS and SPECS[self.strategy].priced_as in PIPELINED
 
+    def _rings_tower(self) -> bool:
+        """Does the strategy sum its tower's gradients in the in-graph ring (ralp/hybrid.py)?"""
+        return self.strategy in SPECS and SPECS[self.strategy].priced_as == "ralp-hybrid"
+
     def colocated(self, strategy: str) -> bool:
         """Does ``strategy`` run with a PS task beside every worker? Only sync PS shards its
         variables that way (tf_cnn_benchmarks' layout); RALP's head and ps-async's
@@ -199,6 +206,12 @@ class RunConfig:
             with_codecs = ", ".join(name for name, spec in SPECS.items() if spec.codecs)
             raise UserError(f"{self.strategy} does not support --compression ({spec_of(self.strategy).description}); "
                             f"use --compression none, or one of {with_codecs}")
+        from ralp.strategy_costs import CODECS_OF  # the codecs ralp-hybrid's ring can carry (stateless)
+
+        if (self._rings_tower() and self.compression != "auto"
+                and parse_codec(self.compression).kind not in ("none",) + CODECS_OF["ralp-hybrid"]):
+            raise UserError(f"ralp-hybrid's ring re-encodes partial sums at every hop, where {self.compression} would "
+                            "need error feedback per hop; use --compression fp16 or int8")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise UserError(f"--workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         if not 1 <= self.ps <= 8:
@@ -214,6 +227,8 @@ class RunConfig:
         if self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
             raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
                             "drop --micro-batches or use --strategy ralp-hybrid")
+        if not self.hybrid_bucket_mb >= 0:
+            raise UserError(f"--hybrid-bucket-mb must be >= 0 (0: one fused ring), got {self.hybrid_bucket_mb}")
         if self.batch_size % self.micro_batches:
             raise UserError(f"--batch-size {self.batch_size} does not split into {self.micro_batches} equal "
                             "micro-batches; pick a --micro-batches that divides it")

@@ -28,7 +28,7 @@ FIELD_TYPES = {
     "link_efficiency": _FLOAT,
     "env_forwarded": _STR,  # names (never values) of the variables the driver forwarded to the ranks
     "model": _STR, "input_shape": _STR, "classes": _INT, "model_sha256": _STR, "dataset": _STR,
-    "batch_size": _INT, "micro_batches": _INT, "global_batch": _INT, "workers": _INT,
+    "batch_size": _INT, "micro_batches": _INT, "hybrid_bucket_mb": _FLOAT, "global_batch": _INT, "workers": _INT,
     "ps": _INT, "ps_placement": _STR, "strategy": _STR, "plan": _STR, "cut_layer": _STR, "compression": _STR,
     "steps": _INT, "warmup_steps": _INT, "repeat": _INT, "timed_steps": _INT, "target_ci": _FLOAT,
     "images_per_sec": _FLOAT, "step_time_median_s": _FLOAT, "step_time_p10_s": _FLOAT,

@@ -72,7 +72,7 @@ for _spec in (
                  priced_as="ralp", link_pattern="fan-in", splits=True, label="FC-on-PS"),
     StrategySpec("ralp-hybrid", "ralp.hybrid:HybridPlacement", "tf",
                  "conv tower all-reduced among the workers, FC layers on the PS (hybrid)", "#9467bd",
-                 priced_as="ralp-hybrid", codecs=False, link_pattern="fan-in", splits=True, label="hybrid"),
+                 priced_as="ralp-hybrid", link_pattern="fan-in", splits=True, label="hybrid"),
 ):
     register(_spec)
 

@@ -35,7 +35,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 
 from bench.errors import UserError
 from ralp.cost_model import (PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS,
-                             UNCOMPRESSED_ONLY, Prediction, parse_compression, predict)
+                             CODECS_OF, Prediction, parse_compression, predict)
 from ralp.hardware import Hardware, load_hardware
 from ralp.head_chain import head_chain
 from ralp.profile import ModelProfile, profile_model
@@ -193,8 +193,9 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
     search = search or _Search((1,), ("dedicated",), (ps,))
     common = dict(workers=workers, batch_size=batch_size, hardware=hardware, overlap=overlap,
                   compression=compression, timing=timing, workers_per_host=workers_per_host)
-    if compression is not None:  # strategies priced (and implemented) in fp32 only sit this codec out
-        strategies = [s for s in strategies if s not in UNCOMPRESSED_ONLY]
+    if compression is not None:  # strategies not priced (nor implemented) with this codec sit it out
+        kind = parse_compression(compression)[0]
+        strategies = [s for s in strategies if kind in CODECS_OF.get(s, (kind,))]
     predictions, ps_layouts = {}, {}
     for s in (s for s in strategies if s not in SPLIT_STRATEGIES):
         layouts = {pl: predict(profile, s, ps=ps, ps_placement=pl, **common)

@@ -57,6 +57,9 @@ where follows the strategies' code. Gradient pushes (ps, ralp's tower) are encod
 on the worker and decoded on the PS; parameter pulls stay fp32. RALP's activations
 and activation gradients use fp16/int8 (encoded by the sender, decoded by the
 receiver) but stay fp32 under top-k, which the strategy applies to gradients only.
+The hybrid: every hop of its tower's ring carries the codec's payload of a partial sum
+(fp16, int8; top-k refused), its activations as RALP's; its rings run in buckets under the
+backward (``--hybrid-bucket-mb``, priced as RALP's streamed push).
 Horovod: fp16 is a half-precision ring all-reduce; int8 and top-k payloads cannot be
 summed in a ring, so each rank all-gathers every rank's payload ((N-1) payloads each
 way). int8 adds a 4-byte scale per tensor, counted once for the model (a few dozen
@@ -113,8 +116,8 @@ from typing import Dict, Optional
 from bench.errors import UserError
 from ralp.hardware import Hardware
 from ralp.strategy_costs import (  # noqa: F401 (re-exported)
-    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, UNCOMPRESSED_ONLY,
-    PIPELINED, SHARDED_HEAD, UPDATE_PASSES, Setting, StepCost, _compute_seconds, parse_compression)
+    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, CODECS_OF,
+    HYBRID_BUCKET_MB, PIPELINED, SHARDED_HEAD, UPDATE_PASSES, Setting, StepCost, _compute_seconds, parse_compression)
 
 PRICED = tuple(COST_FUNCTIONS)  # one cost function each (ralp/strategy_costs.py)
 STRATEGIES = PRICED  # what the analyzer searches (auto's candidates)
@@ -217,7 +220,8 @@ def workers_on_each_host(workers: int, hardware: Hardware, workers_per_host: Opt
 def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: Hardware, ps: int = 1,
             cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
             timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated",
-            micro_batches: int = 1, workers_per_host: Optional[int] = None) -> Prediction:
+            micro_batches: int = 1, workers_per_host: Optional[int] = None,
+            hybrid_bucket_mb: float = HYBRID_BUCKET_MB) -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring): the
     strategy's cost function (ralp/strategy_costs.py) says what moves and what computes,
     ``_assemble`` turns that into time the same way for every strategy. ``workers`` counts
@@ -240,7 +244,8 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
-                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches, k)
+                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches, k,
+                      hybrid_bucket_mb)
     cost = COST_FUNCTIONS[strategy](setting)
     prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap, k)
     prediction.micro_batches = cost.micro_batches

@@ -19,13 +19,31 @@ traffic and sums are the same as Horovod's ring all-reduce of one fused buffer.
 The update equals single-process SGD on W x B images: the head sees all W x B activations in
 one batch, the mean loss sends each worker exactly its share of the gradient, and the ring
 sums the shares. Every chunk of the sum is computed once and copied to the other workers,
-so the replicas stay bitwise identical. Codecs are not supported yet (``--compression none``).
+so the replicas stay bitwise identical.
+
+Buckets (``--hybrid-bucket-mb``, as Horovod overlaps its all-reduce with the backward pass): the
+tower's gradients are summed by one ring per bucket, a bucket being whole layers in backward
+order, about that many MiB of fp32 gradients (ralp/ring.py ``buckets``; 0: one fused ring, as
+before). A bucket's ring reads only its own layers' gradients, and nothing else orders it
+(no concat of all gradients, and the ring's ops are stateless, so tf.function adds no control
+edge), so TensorFlow's executor starts it as soon as the backward has passed those layers:
+the last layers' gradients travel while the first layers' backward still runs. Sums are
+elementwise and independent of the bucketing, so with 2 workers bucketed and fused runs
+are bitwise identical (beyond 2, the order of the ring's additions differs per element).
+
+Codecs (``--compression fp16`` or ``int8``, bench/codecs.py through ``Transport``): the
+activations go up and their gradients come down encoded (fp16 with a per-tensor scale), and
+every ring hop carries the codec's payload, summed in fp32 on the receiver (ralp/ring.py says
+why, and how the replicas stay identical). A sharded head's PS-to-PS partial sums stay fp32.
+Top-k is refused (ralp/strategy_costs.py ``CODECS_OF``).
 
 Pipelining (``--micro-batches m``): each worker's batch is cut into m micro-batches, each taken
 through tower forward, activations up, head forward and backward over all W workers' micro-batch,
 activation gradients down and tower backward, the gradients summed over the micro-batches;
-then one ring all-reduce and one update. Nothing orders micro-batch j+1 after micro-batch j,
-so TensorFlow's executor computes the next tower forward while the previous activations travel
+then the rings and one update. A bucket's ring waits for its layers' sum over all m
+micro-batches, so it overlaps the rest of the last micro-batch's backward (and whatever other
+micro-batch work is still in flight), not the earlier ones. Nothing orders micro-batch j+1
+after micro-batch j, so TensorFlow's executor computes the next tower forward while the previous activations travel
 and the head works. Each micro-batch's loss is the mean over its W x B/m images, scaled by
 1/m, so the summed gradients are the full batch's: the same update as without pipelining
 (batch normalization in the tower, if any, would see micro-batch statistics instead).
@@ -34,10 +52,12 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.ps import dense
+from bench.codecs import Transport
 from bench.optim import MomentumSGD
 from bench.strategy import top1
 from ralp.cut import split_model
 from ralp.placement import LayerPlacement
+from ralp.buckets import MIB, buckets
 from ralp.ring import ring_allreduce
 from ralp.sharded_head import ShardedHead
 
@@ -67,6 +87,11 @@ class HybridPlacement(LayerPlacement):
         self.head_optimizer = MomentumSGD(self.head_vars, self.config.learning_rate, self.config.momentum)
         self.tower_optimizers = [MomentumSGD(r.trainable_variables, self.config.learning_rate,
                                              self.config.momentum) for r in self.replicas]
+        self.buckets = gradient_buckets(self.replicas[0], self.config.hybrid_bucket_mb * MIB)
+        self.transport = Transport(self.config.compression)
+        if self.transport.sparse:  # bench/config.py refuses it with the fix; this guards direct use
+            raise ValueError("ralp-hybrid's ring takes stateless codecs only (CODECS_OF)")
+        self.ring_codec = self.transport.codec if self.transport.applies() else None
         self._step = tf.function(self.step_graph)
 
         @tf.function
@@ -80,7 +105,7 @@ class HybridPlacement(LayerPlacement):
 
     def step_graph(self, indices):
         """One step: m micro-batches through towers and head (nothing orders one after the
-        other, so the executor overlaps them), the tower gradients' ring, both updates."""
+        other, so the executor overlaps them), the tower gradients' rings, both updates."""
         workers, m = self.ctx.worker_devices, self.config.micro_batches
         rows = self.config.batch_size // m
         tower_grads, head_grads, losses = [None] * len(workers), None, []
@@ -95,45 +120,66 @@ class HybridPlacement(LayerPlacement):
                 with tf.device(device):
                     g = [dense(x) for x in tapes[w].gradient(activations[w], variables, output_gradients=returned[w])]
                 tower_grads[w] = g if tower_grads[w] is None else _add_on(variables, tower_grads[w], g)
-        shapes = [v.shape for v in self.replicas[0].trainable_variables]
-        fused = []
-        for w, device in enumerate(workers):
-            with tf.device(device):
-                fused.append(tf.concat([tf.reshape(g, [-1]) for g in tower_grads[w]], axis=0))
-        summed = ring_allreduce(fused, workers)  # the mean over W·B is already in the loss
-        for w, device in enumerate(workers):
-            with tf.device(device):
-                pieces = tf.split(summed[w], [int(np.prod(s)) for s in shapes])
-                self.tower_optimizers[w].apply([tf.reshape(p, s) for p, s in zip(pieces, shapes)])
+        summed = self.allreduce(tower_grads)  # the mean over W·B is already in the loss
+        for w in range(len(workers)):
+            self.tower_optimizers[w].apply(summed[w])
         self.head_optimizer.apply(head_grads)
         with tf.device(self.ctx.ps_devices[0]):
             return tf.add_n(losses) / m
 
+    def allreduce(self, tower_grads):
+        """Every worker's tower gradients summed over the workers, per worker in variable order:
+        one ring per bucket over its gradients laid end to end, each under the name scope
+        ``ring_bucket<b>`` (b = 0 holds the last layers)."""
+        workers = self.ctx.worker_devices
+        shapes = [v.shape for v in self.replicas[0].trainable_variables]
+        summed = [[None] * len(shapes) for _ in workers]
+        for b, bucket in enumerate(self.buckets):
+            with tf.name_scope(f"ring_bucket{b}"):
+                laid = []
+                for w, device in enumerate(workers):
+                    with tf.device(device):
+                        laid.append(tf.concat([tf.reshape(tower_grads[w][i], [-1]) for i in bucket], axis=0))
+                rung = ring_allreduce(laid, workers, self.ring_codec)
+                for w, device in enumerate(workers):
+                    with tf.device(device):
+                        pieces = tf.split(rung[w], [int(np.prod(shapes[i])) for i in bucket])
+                        for i, piece in zip(bucket, pieces):
+                            summed[w][i] = tf.reshape(piece, shapes[i])
+        return summed
+
     def head_on_ps(self, activations, labels, head_vars, scale):
         """One pass of the head over every worker's (micro-)batch: (loss, head gradients, each
         worker's activation gradient on that worker), gradients scaled by ``scale``. Only
-        activations (sharded: each task's feature slice) travel up, uncompressed."""
-        workers = self.ctx.worker_devices
+        activations (sharded: each task's feature slice) travel up, through the codec, and
+        their gradients down."""
+        workers, send = self.ctx.worker_devices, self.transport.send
         if self.sharded is None:
-            loss, grads, per_worker = self.head_pass(activations, labels, head_vars)
+            ps0 = self.ctx.ps_devices[0]
+            received = [send(a, workers[w], ps0, sparse_ok=False) for w, a in enumerate(activations)]
+            loss, grads, per_worker = self.head_pass(received, labels, head_vars)
             if scale != 1.0:
-                with tf.device(self.ctx.ps_devices[0]):
+                with tf.device(ps0):
                     grads = [g * scale for g in grads]
                     per_worker = [g * scale for g in per_worker]
             returned = []
             for w, device in enumerate(workers):
+                back = send(per_worker[w], ps0, device, sparse_ok=False)
                 with tf.device(device):
-                    returned.append(tf.identity(per_worker[w]))
+                    returned.append(tf.identity(back))
             return loss, grads, returned
+        tasks = self.ctx.ps_devices
         slices = []
         for w, device in enumerate(workers):
             with tf.device(device):
-                slices.append(self.sharded.slices(activations[w]))
+                mine = self.sharded.slices(activations[w])
+            slices.append([send(sl, device, tasks[s], sparse_ok=False) for s, sl in enumerate(mine)])
         loss, grads, per_worker = self.sharded.train_pass(slices, labels, scale)
         returned = []
         for w, device in enumerate(workers):
+            back = [send(g, tasks[s], device, sparse_ok=False) for s, g in enumerate(per_worker[w])]
             with tf.device(device):
-                returned.append(tf.reshape(tf.concat(per_worker[w], axis=1), tf.shape(activations[w])))
+                returned.append(tf.reshape(tf.concat(back, axis=1), tf.shape(activations[w])))
         return loss, grads, returned
 
     def trainable_weights(self):
@@ -149,7 +195,28 @@ class HybridPlacement(LayerPlacement):
 
     def describe(self):
         return dict(super().describe(), head_shards=len(self.ctx.ps_devices),
-                    micro_batches=self.config.micro_batches)
+                    micro_batches=self.config.micro_batches, ring_buckets=len(self.buckets))
+
+
+def gradient_buckets(tower, cap_bytes):
+    """The rings' buckets over ``tower``'s trainable variables: lists of variable indices (into
+    ``tower.trainable_variables``), each bucket whole layers (ralp/ring.py ``buckets``, on each
+    layer's fp32 gradient bytes), bucket 0 the last layers. Variables no layer owns, if any,
+    count as one more layer before the first."""
+    variables = tower.trainable_variables
+    index = {id(v): i for i, v in enumerate(variables)}
+    layers, seen = [], set()
+    for layer in tower.layers:
+        mine = [index[id(v)] for v in layer.trainable_variables if id(v) in index]
+        mine = [i for i in mine if i not in seen]  # a shared layer's variables: its first use
+        if mine:
+            layers.append(mine)
+            seen.update(mine)
+    rest = [i for i in range(len(variables)) if i not in seen]
+    if rest:
+        layers.insert(0, rest)
+    sizes = [sum(4 * int(np.prod(variables[i].shape)) for i in layer) for layer in layers]
+    return [[i for k in group for i in layers[k]] for group in buckets(sizes, cap_bytes)]
 
 
 def _add_on(variables, totals, grads):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from bench.errors import UserError
+from ralp.buckets import MIB, buckets
 from ralp.codec_spec import parse_codec
 from ralp.hardware import Hardware
 from ralp.head_chain import head_chain
@@ -27,6 +28,7 @@ FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
 # 0.67 cores per host (2-core VM, TF 2.15, 2026-12-05): the receiver 0.49-0.57 ns per byte, the
 # sender 0.03-0.16, at ~0.58 ns per pass-element: serialisation and socket copies.
 TRANSPORT_PASSES = (1.0, 3.5)
+HYBRID_BUCKET_MB = 4.0  # bench/config.py's default --hybrid-bucket-mb
 # Workers on one CPU host exchange all-reduce data through shared memory: the sender copies each
 # float in and the receiver copies it out, 16 bytes read or written per float, 4/3 of a pass's 12.
 SHARED_MEMORY_PASSES = 16.0 / 12.0
@@ -124,6 +126,7 @@ class Setting:
     ps_placement: str = "dedicated"
     micro_batches: int = 1             # m: the hybrid's pipelined micro-batches per step
     k: int = 1                         # workers per host, sharing its NIC (W/k hosts)
+    hybrid_bucket_mb: float = HYBRID_BUCKET_MB  # the hybrid's ring buckets (MiB of fp32 gradients; 0: one)
 
     @property
     def P(self) -> float:
@@ -329,30 +332,58 @@ def tower_layers(profile, cut: Optional[str]) -> Tuple[Tuple[float, float], ...]
 
 def hybrid_cost(s: Setting) -> StepCost:
     """Hybrid (ralp/hybrid.py): the tower data-parallel, its gradients ring-all-reduced among the
-    workers (fused into one buffer: a copy in and out, (W-1)/W sums, every replica's update);
-    the head on the PS, fed by activations; fp32. With S > 1 PS tasks the head's Dense chain is
-    sharded over them (ralp/sharded_head.py, ``_sharded_head``): activations go up in feature
-    slices and the PS tasks exchange partial sums. With m micro-batches the activations, the head
-    and the tower's forward and backward form a pipeline; the ring and the updates follow once."""
-    W, B, S, m = s.W, s.B, s.S, s.micro_batches
-    if s.comp[0] is not None:
-        raise UserError("ralp-hybrid has no codecs yet; use --compression none")
+    workers in buckets of whole layers (``ring_buckets``; each laid end to end: a copy in and out,
+    (W-1)/W sums, every replica's update), each bucket's ring leaving as the backward passes its
+    layers (``streamed``, as RALP's push; one bucket: after the whole backward); the head on the
+    PS, fed by activations. With S > 1 PS tasks the head's Dense chain is sharded over them
+    (ralp/sharded_head.py, ``_sharded_head``): activations go up in feature slices and the PS
+    tasks exchange partial sums (fp32). With m micro-batches the activations, the head and the
+    tower's forward and backward form a pipeline; the rings and the updates follow once (no
+    overlap priced there). The rings' latency counts once (2(W-1) hops): each bucket's ring
+    runs beside the others, so their hops overlap. Codecs (``CODECS_OF``): activations and
+    their gradients encoded by the sender, decoded by the receiver; every ring hop carries the
+    codec's payload, so a worker encodes P_tower (its W-1 reduce-scatter chunks and its
+    finished one) and decodes (2W-1)/W P_tower (W-1 incoming partial sums, every finished
+    chunk)."""
+    W, B, S, m, comp = s.W, s.B, s.S, s.micro_batches, s.comp
+    if comp[0] is not None and comp[0] not in CODECS_OF["ralp-hybrid"]:
+        raise UserError("ralp-hybrid's ring re-encodes partial sums at every hop; use --compression fp16 or int8")
     if B % m:
         raise UserError(f"batch size {B} does not split into {m} equal micro-batches; "
                         "choose micro-batches that divide the batch size")
     cut, p_tower, p_head, floats, tower_train, head_train = _split(s)
-    acts = 4.0 * B * floats
+    acts, act_comp = _activation_bytes(B * floats, comp), _activation_codec(comp)
     forward, backward, ps_sums = _sharded_head(s, cut) if S > 1 else ([], [], 0.0)
     phases = ([_Phase("send activations", worker_tx=acts, ps_rx=acts * W / S, pipelined=True)] + forward + backward
               + [_Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W / S, pipelined=True)])
     worker_bwd = tower_train * 2 / 3 + s.passes(p_tower, UPDATE_PASSES)
+    worker_codec = s.on_worker(B * floats, act_comp, 0) + s.on_worker(B * floats, act_comp, 1)
+    streamed = None
     if W > 1:
-        phases.append(collective_phase(s, "ring all-reduce tower gradients", 4.0 * p_tower))
-        worker_bwd += shared_memory_seconds(s, phases[-1]) + s.passes(p_tower, FUSION_PASSES + (W - 1) / W)
+        groups = ring_buckets(s, cut)
+        ring = collective_phase(s, "ring all-reduce tower gradients", _gradient_bytes(p_tower, comp))
+        phases.append(ring)
+        worker_bwd += shared_memory_seconds(s, ring) + s.passes(p_tower, FUSION_PASSES + (W - 1) / W)
+        worker_codec += s.on_worker(p_tower, comp, 0) + s.on_worker((2 * W - 1) / W * p_tower, comp, 1)
+        if len(groups) > 1:
+            streamed = (ring.name, groups)
     head = head_train / S + ps_sums  # each PS task holds 1/S of every head layer
     return StepCost(phases, tower_train / 3, worker_bwd, ps_compute=head + s.ps_passes(p_head / S, UPDATE_PASSES),
-                    cut=cut, micro_batches=m, pipe_worker=tower_train, pipe_ps=head,
+                    worker_codec=worker_codec,
+                    ps_codec=s.on_ps(W * B * floats / S, act_comp, 1) + s.on_ps(W * B * floats / S, act_comp, 0),
+                    cut=cut, micro_batches=m, pipe_worker=tower_train, pipe_ps=head, streamed=streamed,
                     ps_beside_backward=head_beside_backward(s, head_train, p_head, S))
+
+
+def ring_buckets(s: Setting, cut: str) -> Tuple[Tuple[float, float], ...]:
+    """The hybrid's ring buckets over the tower's layers (``tower_layers``), forward order, as
+    (share of the backward's FLOPs, share of the ring's bytes): ralp/buckets.py ``buckets``, the
+    rule ralp/hybrid.py runs, on each layer's fp32 gradient bytes. (The profile's parameters
+    count batch-norm statistics, which the ring does not carry: a few bytes' difference.)"""
+    layers = tower_layers(s.profile, cut)
+    p_tower = s.profile.split_sizes(cut)[0]
+    groups = buckets([4.0 * p_tower * params for _, params in layers], s.hybrid_bucket_mb * MIB)
+    return tuple((sum(layers[i][0] for i in g), sum(layers[i][1] for i in g)) for g in reversed(groups))
 
 
 def _sharded_head(s: Setting, cut: str):
@@ -389,6 +420,8 @@ def _sharded_head(s: Setting, cut: str):
 COST_FUNCTIONS: Dict[str, Callable[[Setting], StepCost]] = {
     "ps": sync_ps_cost, "horovod": ring_allreduce_cost, "ralp": fc_on_ps_cost, "ralp-hybrid": hybrid_cost}
 SPLIT_STRATEGIES = ("ralp", "ralp-hybrid")  # priced at a cut
-UNCOMPRESSED_ONLY = ("ralp-hybrid",)        # no codecs: priced (and implemented) in fp32 only
+# Strategies priced (and implemented) with some codecs only, the others take all: the hybrid's ring
+# re-encodes each partial sum at every hop, so stateless codecs only (CODECS_OF).
+CODECS_OF = {"ralp-hybrid": ("fp16", "int8")}
 SHARDED_HEAD = ("ralp-hybrid",)             # ps=S > 1 shards the head (elsewhere: the tower / the variables)
 PIPELINED = ("ralp-hybrid",)                # micro_batches=m > 1 pipelines the step

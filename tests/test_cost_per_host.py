@@ -289,11 +289,12 @@ def snapshot_cases():
         for comp in (None, "int8"):
             out.append((f"{hw}/ps-colo/W{W}/{comp}", "ps", dict(base, ps_placement="colocated", compression=comp)))
         for cut, S, m in (("flat", 1, 1), ("flat", 2, 1), ("flat", 3, 4), ("flat", 1, 4), ("fc1", 1, 1)):
-            out.append((f"{hw}/hybrid/W{W}/{cut}/S{S}/m{m}", "ralp-hybrid",
-                        dict(base, cut=cut, ps=S, micro_batches=m)))
+            out.append((f"{hw}/hybrid/W{W}/{cut}/S{S}/m{m}", "ralp-hybrid",  # one fused ring, as then
+                        dict(base, cut=cut, ps=S, micro_batches=m, hybrid_bucket_mb=0)))
         timing = ModelTiming(32, W, 0.5, "flat", 0.3, 0.2)
         for s in ("ps", "horovod", "ralp", "ralp-hybrid"):
-            out.append((f"{hw}/{s}/W{W}/timed", s, dict(base, timing=timing, cut="flat")))
+            fused = {"hybrid_bucket_mb": 0} if s == "ralp-hybrid" else {}
+            out.append((f"{hw}/{s}/W{W}/timed", s, dict(base, timing=timing, cut="flat", **fused)))
     return out
 
 

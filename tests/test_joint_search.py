@@ -141,7 +141,8 @@ def test_sharded_head_ps_bytes_match_hand_formulas(model, S, cut):
 ])
 def test_one_ps_and_one_micro_batch_is_todays_hybrid_exactly(model, W, B, bandwidth, overlap, step):
     hardware = load_hardware("v100-10gbe", bandwidth=bandwidth)
-    settings = dict(workers=W, batch_size=B, hardware=hardware, overlap=overlap)
+    # today's hybrid: one fused ring after the backward (--hybrid-bucket-mb 0)
+    settings = dict(workers=W, batch_size=B, hardware=hardware, overlap=overlap, hybrid_bucket_mb=0)
     default = predict(zoo_profile(model), "ralp-hybrid", **settings)
     explicit = predict(zoo_profile(model), "ralp-hybrid", ps=1, micro_batches=1, **settings)
     assert default.step_time_s == explicit.step_time_s == pytest.approx(step, rel=1e-12)
