@@ -2,11 +2,15 @@
 read from a fake /proc and a fake /sys tree whose numbers are summed here by hand."""
 import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
 
 from bench.errors import UserError
+from tests.conftest import ROOT
 from bench.launch.nic import (Fabric, fabric_bytes, fabric_of, nic_counters, rdma_ports, route_iface,
                               sysfs_is_mine, total_bytes)
 
@@ -134,20 +138,28 @@ def test_port_counters_prefer_64_bit_and_hw_counters_are_bytes(tmp_path):
 
 def test_the_meter_sums_the_sources_and_hands_each_back_by_name():
     """Real counters of this machine through the rank-side wiring (bench/tf_cluster.py), over
-    MPI's own-process communicator: a peer on loopback makes lo the one source."""
-    from mpi4py import MPI
+    MPI's own-process communicator: a peer on loopback makes lo the one source. In a child
+    process: MPI initialised inside pytest would leave Open MPI's singleton daemon running for
+    the rest of the session, which the tests that count leftover processes see."""
+    code = textwrap.dedent("""
+        from mpi4py import MPI
+        from bench.launch.nic import route_iface
+        from bench.tf_cluster import ClusterInfo, TrafficMeter
+        from tests.test_nic import _send_over_loopback
 
-    from bench.tf_cluster import ClusterInfo, TrafficMeter
-
-    assert route_iface("127.0.0.2") == "lo"
-    meter = TrafficMeter(MPI.COMM_SELF, ClusterInfo(0, 1, ["10.9.9.9", "127.0.0.2"], {}, loopback=False))
-    before = meter.sample()
-    _send_over_loopback(1 << 20)
-    after = meter.sample()
-    moved = TrafficMeter.delta(before, after)["10.9.9.9"]
-    by_source = meter.by_source({"10.9.9.9": moved})
-    assert list(by_source["10.9.9.9"]) == ["lo"]
-    assert by_source["10.9.9.9"]["lo"] == list(moved[:2]) and moved[0] >= 1 << 20
+        assert route_iface("127.0.0.2") == "lo"
+        meter = TrafficMeter(MPI.COMM_SELF, ClusterInfo(0, 1, ["10.9.9.9", "127.0.0.2"], {}, loopback=False))
+        before = meter.sample()
+        _send_over_loopback(1 << 20)
+        after = meter.sample()
+        moved = TrafficMeter.delta(before, after)["10.9.9.9"]
+        by_source = meter.by_source({"10.9.9.9": moved})
+        assert list(by_source["10.9.9.9"]) == ["lo"], by_source
+        assert by_source["10.9.9.9"]["lo"] == list(moved[:2]) and moved[0] >= 1 << 20, (by_source, moved)
+        print("ok")
+        """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
 
 
 def _send_over_loopback(size):
