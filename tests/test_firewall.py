@@ -52,6 +52,11 @@ def test_listening_ports_are_read_from_the_kernels_socket_tables(tmp_path):
     (tmp_path / "net" / "tcp6").write_text(header +
         "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 3\n")
     assert fw.listening_ports(str(tmp_path)) == [22, 8080]
+    # The sockets a process holds (the install program's daemon) are left out: socket inode 3 is 8080's.
+    (tmp_path / "4242" / "fd").mkdir(parents=True)
+    os.symlink("socket:[3]", tmp_path / "4242" / "fd" / "7")
+    os.symlink("/dev/null", tmp_path / "4242" / "fd" / "0")
+    assert fw.listening_ports(str(tmp_path), exclude_pids=[4242, 999999]) == [22]
 
 
 def test_each_hosts_answer_is_read_from_mpiruns_output():
