@@ -279,7 +279,7 @@ def test_compression_auto_takes_the_analyzers_codec():
                         bandwidth="100mbit", hardware="v100-10gbe").validate()
         plan = analyze(model_profile(cfg.model), batch_size=cfg.batch_size, workers=4, hardware=hardware_for(cfg),
                        strategies=[strategy] if strategy != "auto" else STRATEGIES,
-                       compression="auto")
+                       compression="auto", micro_batches=cfg.micro_batches)  # a run's own, as plan_for passes
         got = resolve(cfg)
         assert got.strategy == plan.strategy == (strategy if strategy != "auto" else got.strategy)
         assert got.compression == (plan.compression or "none")
