@@ -21,7 +21,7 @@ import pytest
 from bench.launch import firewall as fw
 from bench.launch import netns as nx
 from bench.launch import ssh_hosts
-from tests.conftest import ROOT, ralp_bench
+from tests.conftest import ROOT, our_processes, ralp_bench
 
 PY = sys.executable
 NAME = "fwtest"
@@ -100,7 +100,7 @@ def test_local_ranks_listen_where_nobody_else_can_reach():
 
 
 def _ranks_running():
-    return any("bench.run" in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+    return bool(our_processes((b"bench.run",)))
 
 
 def _owner_is_rank(port):
@@ -108,14 +108,6 @@ def _owner_is_rank(port):
     (Other processes of this machine may open ports meanwhile; only the run's count.)"""
     out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True).stdout
     return "python" in out or "mpirun" in out or "orted" in out
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 # ---- hosts over ssh (root) ------------------------------------------------------------------
@@ -264,7 +256,7 @@ def test_rules_left_by_a_killed_driver_go_with_the_next_run(cluster):
         os.killpg(killed.pid, signal.SIGKILL)
         killed.communicate()
     assert tables(cluster) == ["h0", "h1", "h2"]  # nobody was left to remove them...
-    wait_for(lambda: not any("bench.run" in _cmdline(p) for p in os.listdir("/proc") if p.isdigit()), timeout=120,
+    wait_for(lambda: not our_processes((b"bench.run",)), timeout=120,
              what="the killed run's ranks to end")
     nxt = driver(cluster, "--strategy", "ps", "--steps", "2", "--no-store")
     out, err = nxt.communicate(timeout=300)

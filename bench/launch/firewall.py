@@ -220,7 +220,7 @@ class Firewall:
         if os.geteuid() != 0:
             print(f"ralp-bench: warning: not root: {NOT_ROOT_HINT}", file=sys.stderr)
             return self
-        found = self._on_hosts("install", self.driver_addresses())
+        found = self._on_hosts("install", own_addresses())  # the driver's: mpirun's daemons connect back to it
         self.active = any(status == "installed" for status, _ in found.values())
         bad = {h: s for h, (s, _) in found.items() if s != "installed"}
         if bad:
@@ -246,10 +246,6 @@ class Firewall:
                 print(f"ralp-bench: warning: {err}; the table inet {TABLE} may be left on the hosts: "
                       "run 'python -m bench.launch.firewall remove' there as root", file=sys.stderr)
         return False
-
-    @staticmethod
-    def driver_addresses() -> List[str]:
-        return own_addresses()
 
 
 if __name__ == "__main__":
