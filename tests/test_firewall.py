@@ -63,6 +63,9 @@ def test_each_hosts_answer_is_read_from_mpiruns_output():
     out = ("[1,0]<stdout>:RALP-FIREWALL h0 installed 4 addresses, 1 ports kept\n"
            "RALP-FIREWALL h1 no-nft\nnoise\n")
     assert fw.reports(out) == {"h0": ("installed", "4 addresses, 1 ports kept"), "h1": ("no-nft", "")}
+    met = "RALP-FIREWALL h0 installed 4 addresses, 4 ports keptRALP-FIREWALL h1 installed 4 addresses, 1 ports kept\n"
+    assert fw.reports(met) == {"h0": ("installed", "4 addresses, 4 ports kept"),
+                               "h1": ("installed", "4 addresses, 1 ports kept")}
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft"), reason="nft -c needs root and nftables")

@@ -174,11 +174,13 @@ def host_main(argv: Sequence[str] = None) -> int:
 # ---- on the driver -------------------------------------------------------------------------
 
 def reports(output: str) -> dict:
-    """{host: (status, detail)} from the RALP-FIREWALL lines of one mpirun's output."""
+    """{host: (status, detail)} from the RALP-FIREWALL reports in one mpirun's output, wherever they
+    start: mpirun forwards each host's output in chunks, and two hosts' reports can meet on one
+    line (measured under Slurm: "...4 ports keptRALP-FIREWALL h1 installed ...")."""
     found = {}
     for line in output.splitlines():
-        if REPORT + " " in line:
-            words = line.split(REPORT + " ", 1)[1].split(" ", 2)
+        for report in line.split(REPORT + " ")[1:]:
+            words = report.strip().split(" ", 2)
             if len(words) >= 2:
                 found[words[0]] = (words[1], words[2] if len(words) > 2 else "")
     return found
