@@ -274,7 +274,7 @@ def model_key(spec, batch_size: int, workers: int, cut: Optional[str], cores: Op
               where: Optional[str] = None) -> str:
     """The cache key of ``model_timing`` for a ModelSpec: a user's model is keyed by its shape,
     classes and file hash too."""
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from bench.models.sources import model_digest
 
     name = spec.name if spec.kind == "zoo" and spec == get_spec(spec.name) else f"{_described(spec)}|{model_digest(spec)}"
@@ -292,7 +292,7 @@ def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores
     """Seconds of one training step of ``model`` (a zoo name or ModelSpec) under the quota, or on
     cluster host ``where``: full model at B, tower at B and head at W*B for ``cut`` (omitted when
     None). Keys: full_s, tower_s, head_s."""
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
 
     spec = get_spec(model) if isinstance(model, str) else model
     argv = ["model", _described(spec), batch_size, workers, cut or "-"]
@@ -364,7 +364,7 @@ def _measure_hardware() -> Dict:
 def _measure_model(described: str, batch: int, workers: int, cut: Optional[str]) -> Dict:
     tf = _threads()
     from bench.models import get_model
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from bench.strategy import loss_fn
     from ralp.cut import split_model
 

@@ -125,7 +125,7 @@ class RunConfig:
 
     def model_spec(self):
         """The model as every layer sees it (bench/models/registry.py), TF-free."""
-        from bench.models.registry import get_spec
+        from bench.models.sources import get_spec
 
         return get_spec(self.model, self.input_shape, self.classes)
 

@@ -131,7 +131,7 @@ def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinis
 
 
 def _zoo_profile(model):
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from bench.planning import model_profile
 
     return model_profile(get_spec(model))

@@ -4,11 +4,11 @@ Why a module of its own: this layout's step is set by its busiest host, which se
 pulls the others, computes and pushes on one link and one CPU quota, and each of those needs
 its own term (bytes per direction, the transport's CPU, the push that overlaps the others'
 pulls). It prices a ``Setting`` into a ``StepCost`` like every function in
-ralp/strategy_costs.py, from whose pieces it is built.
+ralp/strategy_costs.py, from the pieces in ralp/step_cost.py.
 """
 from ralp.sharding import shard_loads
-from ralp.strategy_costs import (UPDATE_PASSES, Setting, StepCost, _gradient_bytes, _Phase, _stages,
-                                 tower_layers, transport_seconds)
+from ralp.step_cost import (UPDATE_PASSES, Phase, Setting, StepCost, conv_fc_stages, gradient_bytes, tower_layers,
+                            transport_seconds)
 
 
 def colocated_ps_cost(s: Setting) -> StepCost:
@@ -30,12 +30,12 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     (W-k) remote reads of Q and receives 1/k of their gradients, all on the host's CPU as the
     transport's local bytes, never as a link."""
     phases, mean_bytes, (largest, task), busiest = colocated_phases(s.profile.variable_sizes, s.W, s.comp, s.k)
-    P, W, k, comp, stages = s.P, s.W, s.k, s.comp, _stages(s)
+    P, W, k, comp, stages = s.P, s.W, s.k, s.comp, conv_fc_stages(s)
     phases[0].worker_tx += _pushed_during_pull(s, largest, stages)
     pull = transport_seconds(s, sent=4.0 * (W - k) * largest / k, received=4.0 * (P - largest), local=4.0 * largest)
-    push = transport_seconds(s, sent=_gradient_bytes(P - largest, comp),
-                             received=(W - k) * _gradient_bytes(largest, comp) / k,
-                             local=_gradient_bytes(largest, comp))
+    push = transport_seconds(s, sent=gradient_bytes(P - largest, comp),
+                             received=(W - k) * gradient_bytes(largest, comp) / k,
+                             local=gradient_bytes(largest, comp))
     return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
                     ps_compute=s.ps_passes(task, s.W + UPDATE_PASSES),  # the largest shard's sums and update
                     worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(task * s.W, s.comp, 1),
@@ -52,14 +52,14 @@ def _pushed_during_pull(s: Setting, largest: float, stages) -> float:
     the link direction from then on, so the last parameter arrives later by what the push sent
     meanwhile: min(pull bytes left when the push starts, push bytes). The push starts after
     the worker's own pull, its forward and the backward of the FC layers (whose gradients are
-    ready first). ``stages``: ``_stages(s)``. With k workers on the host: each worker's share of
+    ready first). ``stages``: ``conv_fc_stages(s)``. With k workers on the host: each worker's share of
     the serving (1/k) at its share of the NIC (``Hardware.worker_link_Bps``)."""
     P, W, k = s.P, s.W, s.k
     rate = s.hardware.worker_link_Bps(k)
     serve = 4.0 * (W - k) * largest / k
     fc_flops = 1.0 - stages[1] if stages else 0.0
     start = 4.0 * (P - largest) / rate + s.train_full / 3 + s.train_full * 2 / 3 * fc_flops
-    return min(max(0.0, serve - rate * start), _gradient_bytes(P - largest, s.comp))
+    return min(max(0.0, serve - rate * start), gradient_bytes(P - largest, s.comp))
 
 
 def colocated_phases(sizes, W, comp, k=1):
@@ -77,9 +77,9 @@ def colocated_phases(sizes, W, comp, k=1):
     hosts = [sum(shards[h * k:(h + 1) * k]) for h in range(W // k)]
     P = float(sum(shards))
     pull = [(4.0 * (W - k) * q, k * 4.0 * (P - q)) for q in hosts]
-    push = [(k * _gradient_bytes(P - q, comp), (W - k) * _gradient_bytes(q, comp)) for q in hosts]
-    phases = [_Phase("pull parameters", worker_tx=max(t for t, _ in pull) / k, worker_rx=max(r for _, r in pull) / k),
-              _Phase("push gradients", worker_tx=max(t for t, _ in push) / k, worker_rx=max(r for _, r in push) / k)]
+    push = [(k * gradient_bytes(P - q, comp), (W - k) * gradient_bytes(q, comp)) for q in hosts]
+    phases = [Phase("pull parameters", worker_tx=max(t for t, _ in pull) / k, worker_rx=max(r for _, r in pull) / k),
+              Phase("push gradients", worker_tx=max(t for t, _ in push) / k, worker_rx=max(r for _, r in push) / k)]
     mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / len(hosts) / k
     mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / len(hosts) / k
     h = hosts.index(max(hosts))

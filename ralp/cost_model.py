@@ -114,10 +114,12 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
 
 from bench.errors import UserError
-from ralp.hardware import Hardware
+from ralp.hardware import PASS_FLOPS, Hardware  # noqa: F401 (re-exported)
+from ralp.step_cost import (  # noqa: F401 (re-exported)
+    CODEC_PASSES, FUSION_PASSES, HYBRID_BUCKET_MB, TRAIN_FLOPS_FACTOR, UPDATE_PASSES, Setting, StepCost,
+    compute_seconds, parse_compression)
 from ralp.strategy_costs import (  # noqa: F401 (re-exported)
-    CODEC_PASSES, COST_FUNCTIONS, FUSION_PASSES, PASS_FLOPS, SPLIT_STRATEGIES, TRAIN_FLOPS_FACTOR, CODECS_OF,
-    HYBRID_BUCKET_MB, PIPELINED, SHARDED_HEAD, UPDATE_PASSES, Setting, StepCost, _compute_seconds, parse_compression)
+    CODECS_OF, COST_FUNCTIONS, PIPELINED, SHARDED_HEAD, SPLIT_STRATEGIES)
 
 PRICED = tuple(COST_FUNCTIONS)  # one cost function each (ralp/strategy_costs.py)
 STRATEGIES = PRICED  # what the analyzer searches (auto's candidates)
@@ -195,7 +197,7 @@ def model_hardware(profile, timing: ModelTiming, hardware: Hardware) -> Hardware
     """``hardware`` with the conv and matmul rates this model reached in ``timing``: the tower's
     FLOPs over its seconds (conv), the head's over its seconds (dense, at W x B images)."""
     if not (timing.cut and timing.tower_s and timing.head_s):
-        factor = TRAIN_FLOPS_FACTOR * timing.batch_size * _compute_seconds(profile.flops, profile.dense_flops,
+        factor = TRAIN_FLOPS_FACTOR * timing.batch_size * compute_seconds(profile.flops, profile.dense_flops,
                                                                            hardware) / timing.full_s
         return replace(hardware, worker_conv_flops=hardware.worker_conv_flops * factor,
                        worker_dense_flops=hardware.worker_dense_flops * factor, ps_flops=hardware.ps_flops * factor)
@@ -240,7 +242,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     comp = parse_compression(compression)
     if timing is not None:
         hardware = model_hardware(profile, timing, hardware)
-    train_full = TRAIN_FLOPS_FACTOR * batch_size * _compute_seconds(profile.flops, profile.dense_flops, hardware)
+    train_full = TRAIN_FLOPS_FACTOR * batch_size * compute_seconds(profile.flops, profile.dense_flops, hardware)
     if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,

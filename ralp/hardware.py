@@ -32,6 +32,11 @@ DEFAULT_PRESET = "v100-10gbe"
 
 
 BYTES_PER_PASS = 12.0  # one elementwise pass over fp32 data reads two operands and writes one
+# One elementwise pass over one element costs as long as this many conv FLOPs (memory-bound
+# vs compute-bound work): 2.1 ns at 37.9 GFLOP/s on the 2-core VM where ralp/step_cost.py's
+# CODEC_PASSES were measured; assumed to carry over to other hardware in proportion to its
+# throughput (used only where a device's memory bandwidth is unknown).
+PASS_FLOPS = 80.0
 GB = 1e9
 
 
@@ -61,8 +66,6 @@ class Hardware:
         """Time for ``passes`` elementwise passes over ``elements`` floats on a worker's device (or,
         ``on_ps``, the PS task's): the measured ``pass_s``, else the device's memory bandwidth at
         ``BYTES_PER_PASS``, else ``PASS_FLOPS`` of the worker's conv throughput."""
-        from ralp.cost_model import PASS_FLOPS
-
         per = self.pass_s or self.memory_pass_s(on_ps) or PASS_FLOPS / self.worker_conv_flops
         return elements * passes * per
 

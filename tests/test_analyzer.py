@@ -208,7 +208,7 @@ def test_a_priced_plugin_strategy_is_a_row_under_its_own_label(priced_plugin, ca
     colocate gets sync PS's dedicated layout."""
     from bench.cli import build_parser
     from bench.commands.analyze_plot import measured_points, plot
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from bench.planning import model_profile
     from bench.results import ResultStore
     from ralp.cost_model import predict

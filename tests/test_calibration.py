@@ -36,7 +36,7 @@ def _entries(path):
 def _seed_model_timing(cores):
     """A ``run``-format entry, written by the cache's own code (the figures stand in for the
     capped subprocess's measurement, which takes a minute)."""
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
 
     key = calibration.model_key(get_spec("lenet_mnist"), 8, 2, None, cores)
     return key, calibration._cached(key, lambda: dict(MODEL_FIGURES))

@@ -18,7 +18,7 @@ from ralp.analyzer import analyze  # noqa: E402
 from ralp.cost_model import ModelTiming, predict  # noqa: E402
 from ralp.hardware import BYTES_PER_PASS, PRESETS, Hardware, load_hardware  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
-from ralp.strategy_costs import CODEC_PASSES, SHARED_MEMORY_PASSES, Setting, _codec_seconds  # noqa: E402
+from ralp.step_cost import CODEC_PASSES, SHARED_MEMORY_PASSES, Setting, codec_seconds  # noqa: E402
 
 GB = 1e9
 P_CONV, P_FC, A, B = 1_000_000, 3_000_000, 2_000, 16
@@ -204,7 +204,7 @@ def test_presets_memory_bound_passes_stay_within_their_datasheet_bandwidth(name)
     assert elements_per_s * BYTES_PER_PASS <= datasheet * (1 + 1e-12)
     assert 1.0 / hw.pass_seconds(1.0, 1.0, on_ps=True) * BYTES_PER_PASS <= datasheet * (1 + 1e-12)
     for side, flops in ((0, hw.worker_conv_flops), (1, hw.ps_flops)):  # the codecs' passes too
-        per_pass = _codec_seconds(1.0, ("fp16", None), side, flops, hw.memory_pass_s(side == 1))
+        per_pass = codec_seconds(1.0, ("fp16", None), side, flops, hw.memory_pass_s(side == 1))
         assert CODEC_PASSES["fp16"][side] / per_pass * BYTES_PER_PASS <= datasheet * (1 + 1e-12)
 
 

@@ -26,7 +26,8 @@ def reference_weights(steps, model=MODEL):
     from bench.data import global_batch, load_dataset
     from bench.models import get_model
     from bench.models.build import settled_spec
-    from bench.models.registry import ModelSpec, get_spec
+    from bench.models.registry import ModelSpec
+    from bench.models.sources import get_spec
     from bench.optim import MomentumSGD
     from bench.strategy import loss_fn
 

@@ -306,7 +306,7 @@ def test_command_publishes_an_unfinished_run_part_way_and_says_so(tmp_path):
 def test_the_zoo_profile_prices_every_strategy_to_1024_workers(claims):
     """The command's own path: the model built from the zoo (a CIFAR-sized one, to stay quick), its real
     variables sharded for the colocated layout, its real cut for ralp and the hybrid."""
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from bench.planning import model_profile
 
     cut = model_profile(get_spec("alexnet_cifar")).first_dense_cut()

@@ -22,7 +22,7 @@ def test_keras_applications_outside_the_zoo_are_profiled_by_spelling_alone(name)
 
     from bench.models import MODELS
     from bench.models.build import settled_spec
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from bench.planning import model_profile
 
     assert name.lower() not in MODELS

@@ -75,7 +75,7 @@ def _validate(args):
 
 def run(args) -> int:
     from bench.calibration import resolve_hardware
-    from bench.models.registry import get_spec
+    from bench.models.sources import get_spec
     from ralp.analyzer import compression_candidates
 
     micro_batches = _validate(args)

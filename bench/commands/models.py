@@ -1,7 +1,7 @@
 """`ralp-bench models`: what the zoo holds, or any model --model accepts, and how FC-heavy each is
 (parameters and FC share from the profiler, ralp/profile.py, which the cost model reads too)."""
 from bench.models import MODELS
-from bench.models.registry import get_spec
+from bench.models.sources import get_spec
 
 
 def register(subparsers):

@@ -20,8 +20,8 @@ from functools import lru_cache
 from typing import Tuple, Union
 
 from bench.errors import UserError
-from bench.models.registry import ModelSpec, get_spec
-from bench.models.sources import importable_from_cwd
+from bench.models.registry import ModelSpec
+from bench.models.sources import get_spec, importable_from_cwd
 
 
 def get_model(model: Union[str, ModelSpec], seed: int = None):

@@ -53,11 +53,3 @@ MODELS = dict([
 
 def model_names():
     return list(MODELS)
-
-
-def get_spec(name: str, input_shape=None, classes=None) -> ModelSpec:
-    """The spec of any --model spelling (a zoo name, keras:NAME, a saved model file, or
-    module:function / file.py:function), with --input-shape/--classes applied. TF-free."""
-    from bench.models.sources import model_spec
-
-    return model_spec(name, input_shape, classes)

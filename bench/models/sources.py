@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Optional, Tuple
 
 from bench.errors import UserError
+from bench.models.registry import MODELS, ModelSpec
 
 KERAS_PREFIX = "keras:"
 SAVED_SUFFIXES = (".keras", ".h5", ".hdf5")
@@ -47,9 +48,10 @@ def format_shape(shape, sep: str = ",") -> Optional[str]:
     return sep.join(str(int(d)) for d in shape) if shape else None
 
 
-def model_spec(spelling: str, input_shape=None, classes=None):
-    """The ModelSpec of ``spelling``; a bad spelling is one line naming the fix."""
-    from bench.models.registry import MODELS, ModelSpec
+def get_spec(spelling: str, input_shape=None, classes=None) -> ModelSpec:
+    """The spec of any --model spelling (a zoo name, keras:NAME, a saved model file, or
+    module:function / file.py:function), with --input-shape/--classes applied; a bad spelling is
+    one line naming the fix. TF-free."""
 
     shape = parse_shape(input_shape)
     if classes is not None and (isinstance(classes, bool) or int(classes) < 2):
