@@ -134,3 +134,24 @@ def test_gloo_waits_as_long_as_the_harness_watchdog():
     assert gloo_timeout_s(window(2.0, 0)) == 30       # never below Horovod's own default
     fc6_bytes, link_bps = 25088 * 4096 * 4, 105.7e6
     assert gloo_timeout_s(window(120.0, 0)) > fc6_bytes * 8 / link_bps > 30
+
+
+def test_verbose_echo_says_when_each_rank_reached_each_phase(capsys):
+    """--verbose: every rank's output, and each start-up phase with the seconds since launch,
+    so a slow start shows where it goes (TF import under a host's CPU cap, tracing, ...)."""
+    import io
+    import re
+    from types import SimpleNamespace
+
+    from bench.launch.base import _pump
+
+    out = io.StringIO("RALP-PHASE 0 planning\nhello from rank 1\nRALP-PHASE 1 training"
+                      "RALP-PHASE 0 training\nRALP-PROGRESS 1 3\n")
+    lines, phases, progress = [], {}, []
+    _pump(SimpleNamespace(stdout=out), lines, phases, lambda a, b: progress.append((a, b)), True, io.StringIO())
+    echoed = capsys.readouterr().err.splitlines()
+    timed = re.compile(r"^\[ *\d+\.\ds\] ")
+    assert [timed.sub("", e) for e in echoed] == ["rank 0: planning", "hello from rank 1", "rank 1: training",
+                                                  "rank 0: training"]
+    assert [bool(timed.match(e)) for e in echoed] == [True, False, True, True]
+    assert phases == {0: "training", 1: "training"} and progress == [(1, 3)] and lines == ["hello from rank 1\n"]

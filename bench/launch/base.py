@@ -252,6 +252,7 @@ _MARKER = re.compile(r"(?=RALP-(?:PHASE|PROGRESS|RESULT) )")
 
 
 def _pump(proc, lines, phases, on_progress, echo, log, result=None):
+    started = time.monotonic()
     for raw in proc.stdout:
         log.write(raw)
         # Open MPI forwards each rank's output in chunks, and two ranks' lines can meet on one
@@ -267,6 +268,8 @@ def _pump(proc, lines, phases, on_progress, echo, log, result=None):
                 _, rank, what = (line.rstrip("\n").split(" ", 2) + [""])[:3]
                 if rank.isdigit():
                     phases[int(rank)] = what
+                    if echo:  # --verbose: where each rank's start-up time goes
+                        sys.stderr.write(f"[{time.monotonic() - started:6.1f}s] rank {rank}: {what}\n")
                 continue
             if line.startswith("RALP-PROGRESS "):
                 numbers = line.split()[1:3]
