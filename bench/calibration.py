@@ -45,7 +45,15 @@ from typing import Dict, Optional, Tuple
 
 from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 from bench.dirlock import dir_lock
-from bench.errors import UserError
+from bench.environment import package_version
+from bench.errors import RunFailed, UserError, one_line
+from bench.launch import cgroups as cg
+from bench.launch.base import LaunchSpec, run_mpirun
+from bench.launch.cgroups import threads_for, usable_cores
+from bench.models import get_model
+from bench.models.sources import format_shape, get_spec, model_digest
+from bench.roles import RankLayout
+from ralp.hardware import hardware_from_measurement, load_hardware
 
 CACHE = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
 PASS_ELEMENTS = 4 * 1024 * 1024
@@ -56,8 +64,6 @@ MARK = "RALP-CALIBRATION "
 
 def _machine_key() -> str:
     import platform
-
-    from bench.environment import package_version
 
     return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|tf{package_version('tensorflow', 'tensorflow-cpu')}"
 
@@ -106,8 +112,6 @@ def _provenance(data: Dict) -> str:
 
 def run_capped(cores: Optional[float], argv, timeout_s: float = 600) -> Dict:
     """Run ``python -m bench.calibration ARGV`` in a fresh group capped at ``cores``; its JSON."""
-    from bench.launch import cgroups as cg
-
     group = None
     if cores and cg.available()[0]:
         group = cg.create(f"{cg.PREFIX}calib{os.getpid()}-h0", cores)
@@ -181,10 +185,6 @@ def run_on(host: str, argv, timeout_s: float = 600) -> Dict:
     No cgroup of ours: the host's own CPUs are what counts (an emulated ssh host's CPU group
     holds whatever its sshd starts). The shared runner (bench/launch/base.py run_mpirun) gives
     the deadline, the one-line failure with its log, and no process left behind."""
-    from bench.errors import RunFailed, one_line
-    from bench.launch.base import LaunchSpec, run_mpirun
-    from bench.roles import RankLayout
-
     launch = _PLACES.get(host)
     if launch is None:
         raise UserError(f"cannot calibrate on {host}: no launcher in this process reaches it; run with "
@@ -248,8 +248,6 @@ def hardware_key(cores: Optional[float], where: Optional[str] = None) -> str:
 def hardware_under(cores: Optional[float], where: Optional[str] = None):
     """ralp.hardware.Hardware measured under a quota of ``cores`` (None: this whole machine), or
     on cluster host ``where`` (registered with ``register_place``) as its ranks run there."""
-    from ralp.hardware import hardware_from_measurement
-
     data = _cached(hardware_key(cores, where), lambda: _measure_at(where, cores, ["hardware"]))
     if where:
         machine, usable = _host(where)
@@ -265,8 +263,6 @@ def resolve_hardware(spec: Optional[str], cores: Optional[float] = None, where: 
     anything else a preset or a JSON file (ralp.hardware.load_hardware, which measures nothing:
     the engine imports no harness); ``links`` are load_hardware's bandwidth/ps_bandwidth/latency
     overrides."""
-    from ralp.hardware import load_hardware
-
     return load_hardware(hardware_under(cores, where) if spec == "local" else spec, **links)
 
 
@@ -274,16 +270,11 @@ def model_key(spec, batch_size: int, workers: int, cut: Optional[str], cores: Op
               where: Optional[str] = None) -> str:
     """The cache key of ``model_timing`` for a ModelSpec: a user's model is keyed by its shape,
     classes and file hash too."""
-    from bench.models.sources import get_spec
-    from bench.models.sources import model_digest
-
     name = spec.name if spec.kind == "zoo" and spec == get_spec(spec.name) else f"{_described(spec)}|{model_digest(spec)}"
     return _entry_key(f"model|{name}|B{batch_size}|W{workers}|{cut}", cores, where)
 
 
 def _described(spec) -> str:
-    from bench.models.sources import format_shape
-
     return json.dumps([spec.name, format_shape(spec.input_shape), spec.num_classes])
 
 
@@ -292,8 +283,6 @@ def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores
     """Seconds of one training step of ``model`` (a zoo name or ModelSpec) under the quota, or on
     cluster host ``where``: full model at B, tower at B and head at W*B for ``cut`` (omitted when
     None). Keys: full_s, tower_s, head_s."""
-    from bench.models.sources import get_spec
-
     spec = get_spec(model) if isinstance(model, str) else model
     argv = ["model", _described(spec), batch_size, workers, cut or "-"]
     return _cached(model_key(spec, batch_size, workers, cut, cores, where), lambda: _measure_at(where, cores, argv))
@@ -303,8 +292,6 @@ def model_timing(model, batch_size: int, workers: int, cut: Optional[str], cores
 
 def _threads():
     import tensorflow as tf
-
-    from bench.launch.cgroups import threads_for, usable_cores
 
     tf.config.threading.set_intra_op_parallelism_threads(threads_for(usable_cores()))
     tf.config.threading.set_inter_op_parallelism_threads(2)
@@ -363,8 +350,6 @@ def _measure_hardware() -> Dict:
 
 def _measure_model(described: str, batch: int, workers: int, cut: Optional[str]) -> Dict:
     tf = _threads()
-    from bench.models import get_model
-    from bench.models.sources import get_spec
     from bench.strategy import loss_fn
     from ralp.cut import split_model
 

@@ -4,7 +4,13 @@ must assume on it. Shared by `ralp-bench run`, `sweep` and asv; the links are a 
 """
 import sys
 
+from bench.calibration import register_place
 from bench.errors import UserError
+from bench.launch.emulated_cluster import default_cpus_per_host
+from bench.launch.emulated_launcher import EmulatedLauncher
+from bench.launch.netns import can_emulate
+from bench.launch.slurm import job_id
+from bench.roles import RankLayout
 from ralp.links import LinkSpec
 
 
@@ -43,8 +49,6 @@ def make_launcher(args, workers: int, ps: int):
         return HostsLauncher(args.hostfile, args.network, link, **passthrough)
     if mode != "emulated":
         raise UserError(f"--cluster must be auto, emulated, local, hosts or slurm; got {mode!r}")
-    from bench.launch.emulated_cluster import default_cpus_per_host
-    from bench.launch.emulated_launcher import EmulatedLauncher
 
     cpus = getattr(args, "cpus_per_host", None)
     cpus = default_cpus_per_host(ps + workers) if cpus is None else float(cpus)
@@ -57,14 +61,12 @@ def resolve_auto(mode: str) -> str:
     machine can, else local; any other mode as given."""
     if mode != "auto":
         return mode
-    from bench.launch.slurm import job_id
 
     job = job_id()
     if job:
         print(f"ralp-bench: note: inside Slurm job {job}; running on its nodes (--cluster slurm)",
               file=sys.stderr)
         return "slurm"
-    from bench.launch.netns import can_emulate
 
     ok, reason = can_emulate()
     if not ok:
@@ -93,7 +95,6 @@ def apply_cluster(cfg, launcher):
         for name, value in launcher.link.flags().items():
             setattr(cfg, name, value)
     cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
-    from bench.roles import RankLayout
 
     layout = RankLayout.for_run(cfg, "ps")
     cfg.workers_per_host = launcher.workers_per_host(layout)
@@ -112,7 +113,6 @@ def _calibration_host(cfg, launcher, layout):
     place = launcher.calibration_spec(layout) if (cfg.hardware or "local") == "local" else None
     if place is None:
         return None
-    from bench.calibration import register_place
 
     host, launch = place
     register_place(host, launch)

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bench.errors import UserError
+from bench.models.sources import format_shape, get_spec
 from bench.strategy_specs import SPECS, spec_of, strategy_names
+from ralp.codec_spec import parse_codec
+from ralp.links import LinkSpec
 
 STRATEGIES = strategy_names()  # every registered strategy (bench/strategy_specs.py) and auto
 PS_PLACEMENTS = ("dedicated", "colocated")
@@ -119,14 +122,10 @@ class RunConfig:
     def link(self, default_bandwidth: str):
         """The links this run's analyzer assumes (ralp/links.py): the cluster's, which the driver
         wrote into bandwidth/ps_bandwidth/latency (bench/clusters.py), else the flags given."""
-        from ralp.links import LinkSpec
-
         return LinkSpec.parse(self.bandwidth or default_bandwidth, self.ps_bandwidth, self.latency)
 
     def model_spec(self):
         """The model as every layer sees it (bench/models/registry.py), TF-free."""
-        from bench.models.sources import get_spec
-
         return get_spec(self.model, self.input_shape, self.classes)
 
     def _pipelines(self) -> bool:
@@ -190,13 +189,10 @@ class RunConfig:
     def validate(self) -> "RunConfig":
         """Refuse bad settings with one line naming the fix, before anything starts. Long because
         it is a flat list of independent checks, one per setting, easier to read in one place."""
-        from bench.models.sources import format_shape
-
         model = self.model_spec()  # a bad spelling, shape or class count: one line naming the fix
         self.input_shape = format_shape(model.input_shape) if self.input_shape else None
         if self.strategy != "auto":
             spec_of(self.strategy)  # one line naming the valid strategies
-        from ralp.codec_spec import parse_codec
 
         # One spelling from here on: planning, predictions and rows compare it as text.
         self.compression = str(self.compression).strip().lower()

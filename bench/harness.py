@@ -16,9 +16,12 @@ from bench.config import RunConfig
 from bench.cpu_steal import cpu_times, steal_share
 from bench.errors import RunFailed, UserError, one_line, traceback_to_log
 from bench.launch.base import Launcher, run_mpirun
+from bench.planning import bound, check_head_shards, predict, resolve
 from bench.rank_result import RankResult, ResultReceiver
 from bench.roles import RankLayout
+from bench.stats import interleaved
 from bench.strategy_specs import spec_of
+
 
 def rank_argv(cfg: RunConfig, strategy: str, out: Optional[str] = None) -> List[str]:
     """The flags of ``python -m bench.run`` for ``cfg``: every rank setting (RunConfig.rank_fields),
@@ -43,7 +46,6 @@ def deadline_for(cfg: RunConfig) -> float:
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
             echo: bool = False) -> Dict:
     """Launch one configuration; return a complete result row (status ok or failed)."""
-    from bench.planning import check_head_shards, resolve
     from bench.results import new_row, utc_now_iso
 
     row = new_row(**launcher.cluster_fields(), **_config_fields(cfg), started_at=utc_now_iso())
@@ -102,8 +104,6 @@ def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
     time the plan allows on this hardware: bench/planning.py ``bound``). A configuration it cannot
     price (or whose calibration failed) keeps its measurement, and the reason is said on stderr: a
     row silently without a prediction hid a broken calibration once (issue 33)."""
-    from bench.planning import bound, predict
-
     try:
         p = predict(cfg, strategy, cut)
         least = bound(cfg, strategy, cut) if p is not None else None
@@ -167,8 +167,6 @@ def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: 
              repeats: int = 1) -> List[Dict]:
     """Every configuration ``repeats`` times, interleaved (A B C A B C): drift over the run
     (a noisy neighbour, a warming machine) then hits every strategy alike."""
-    from bench.stats import interleaved
-
     rows = []
     for index, cfg in enumerate(interleaved(configs, repeats)):
         row = run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo)

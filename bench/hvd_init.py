@@ -29,6 +29,8 @@ a transfer that is merely slow.
 import math
 import os
 from typing import List, Optional
+from bench.launch.nic import route_iface
+from bench.tf_cluster import polite_allgather
 
 OPS = ("gloo", "mpi")
 
@@ -74,8 +76,6 @@ def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str =
     others return None). ``addresses[r]``: where rank r is reached; ``tuning``: ``tuning_env``'s
     variables; ``timeout_s``: Gloo's per-operation limit (``gloo_timeout_s``; None keeps
     Horovod's 30 s). Returns the horovod module."""
-    from bench.tf_cluster import polite_allgather
-
     os.environ.update(tuning or {})
     if ops not in OPS:
         raise ValueError(f"Horovod ops must be one of {OPS}, got {ops!r}")
@@ -108,7 +108,6 @@ def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str =
     port = polite_allgather(comm, port)[worker_ranks[0]]
     if not is_worker:
         return None
-    from bench.launch.nic import route_iface
 
     index = worker_ranks.index(rank)
     worker_addrs = [addresses[r] for r in worker_ranks]

@@ -10,6 +10,9 @@ import socket
 import statistics
 import sys
 import time
+from bench.hvd_init import init_horovod
+from bench.roles import Role
+from bench.tf_cluster import rendezvous
 
 CHUNK = 1 << 20
 
@@ -69,10 +72,6 @@ def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None
     """Horovod's all-reduce of ``floats`` fp32 values inside a tf.function, as a training step
     runs it, started the way runs start Horovod (bench/hvd_init.py)."""
     from mpi4py import MPI
-
-    from bench.hvd_init import init_horovod
-    from bench.tf_cluster import rendezvous
-    from bench.roles import Role
 
     comm = MPI.COMM_WORLD
     info = rendezvous(comm, [Role("worker", r) for r in range(comm.Get_size())], network)

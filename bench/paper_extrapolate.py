@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from bench.errors import UserError
+from bench.report_format import fmt_rate
 from bench.results import is_missing
 from bench.strategy_specs import SPECS
+from ralp.hardware import PRESETS
 
 SLOPE_TOLERANCE = 0.20
 EXTRAPOLATE_TO = 1024
@@ -48,8 +50,6 @@ class Series:
 
 def preset_rate(row) -> Optional[float]:
     """Images/sec on the preset's cluster for a row measured on links scaled to it (module docstring)."""
-    from ralp.hardware import PRESETS
-
     preset, link, rate = row.get("scaled_to"), row.get("link_bps"), row.get("images_per_sec")
     if is_missing(preset) or preset not in PRESETS or is_missing(link) or not link or is_missing(rate):
         return None
@@ -87,7 +87,6 @@ def extrapolate(grid, profile_for: Callable) -> List[Series]:
 
 def _predict_series(series: Series, row, strategy, placement, profile_for):
     from ralp.cost_model import SPLIT_STRATEGIES, predict
-    from ralp.hardware import PRESETS
 
     try:
         profile = profile_for(series.model)
@@ -126,8 +125,6 @@ def efficiency_at(series: Series, workers: int = EXTRAPOLATE_TO) -> Optional[flo
 
 def slope_rows(series_list: List[Series]):
     """Table rows: model, links, strategy, gains measured vs predicted, verdict, 1,024-worker figures."""
-    from bench.report_format import fmt_rate
-
     rows = []
     for s in series_list:
         gains = "; ".join(f"{w0}→{w1}: {m:.2f}× measured, {p:.2f}× predicted ({round(p / m - 1, 2) + 0.0:+.0%})"

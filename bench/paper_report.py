@@ -11,9 +11,11 @@ never an error: a sweep of this size is run in chunks and may be published part-
 """
 from pathlib import Path
 
+from bench.models.sources import get_spec
 from bench.paper_accuracy import accuracy_table, claim_accuracy
 from bench.paper_claims import FAILS, HOLDS, NOT_MEASURED, PARTLY, build_grid, judge
 from bench.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
+from bench.planning import model_profile
 from bench.report_format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
 from bench.report_summary import config_keys, display_strategies, summarize, with_bounds
 from bench.report_tables import (ONE_LAUNCH, auto_table, bound_table, failure_table, health_table, prediction_table,
@@ -131,9 +133,6 @@ def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinis
 
 
 def _zoo_profile(model):
-    from bench.models.sources import get_spec
-    from bench.planning import model_profile
-
     return model_profile(get_spec(model))
 
 

@@ -12,8 +12,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, Optional
 
-from bench.config import RunConfig
+from bench import calibration
+from bench.calibration import model_timing, resolve_hardware
+from bench.config import CALIBRATIONS, RunConfig
 from bench.errors import UserError
+from bench.models import get_model
+from bench.models.build import settled_spec
+from bench.models.sources import format_shape, model_digest
+from bench.strategy_specs import AUTO, SPECS, spec_of
+from ralp.head_chain import head_chain
 
 DEFAULT_BANDWIDTH = "10gbit"
 
@@ -31,7 +38,6 @@ class RunPlan:
 @lru_cache(maxsize=16)
 def model_profile(model):
     """The profile of a model: a zoo name or any ModelSpec (a user's model, --input-shape...)."""
-    from bench.models import get_model
     from ralp.profile import profile_built
 
     return profile_built(lambda: get_model(model))
@@ -41,9 +47,6 @@ def settle_model(cfg: RunConfig) -> RunConfig:
     """The driver's check of a user's model, before any rank starts: build it once, refuse
     what no strategy can train, and tell the ranks its input shape, classes and file hash
     (they are recorded in the row, so the run can be repeated). Zoo models pass untouched."""
-    from bench.models.build import settled_spec
-    from bench.models.sources import format_shape, model_digest
-
     spec = cfg.model_spec()
     if spec.kind == "zoo":
         return cfg
@@ -57,8 +60,6 @@ def hardware_for(cfg: RunConfig):
     """The analyzer's hardware: a preset or file as given; without one, this machine measured
     under the run's per-host CPU quota, or the cluster host ``cfg.calibrate_on`` as its ranks run
     there (bench/calibration.py; which host is the launcher's business, not the plan's)."""
-    from bench.calibration import resolve_hardware
-
     return resolve_hardware(cfg.hardware or "local", cfg.cpus_per_host or None, cfg.calibrate_on,
                             **cfg.link(DEFAULT_BANDWIDTH).hardware_overrides())
 
@@ -69,7 +70,6 @@ def timing_for(cfg: RunConfig):
     B and head at W x B."""
     if (cfg.hardware or "local") != "local" or cfg.calibration != "model":
         return None
-    from bench.calibration import model_timing
     from ralp.cost_model import ModelTiming
 
     cut = first_cut(cfg)
@@ -111,8 +111,6 @@ def resolve(cfg: RunConfig) -> Resolved:
 
     The launcher calls this to start the right ranks and record the plan; rank 0 of a
     direct mpirun calls it too, so both paths agree."""
-    from bench.strategy_specs import SPECS
-
     splits = cfg.strategy in SPECS and SPECS[cfg.strategy].splits
     if cfg.strategy != "ralp" and splits and cfg.compression != "auto":
         # Run on its own, the hybrid splits where RALP's FC head starts, or at --cut (no analyzer
@@ -149,7 +147,6 @@ def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
     """ralp-hybrid with --ps > 1 shards its head: the head after ``cut`` must be a Dense chain
     (ralp/head_chain.py); refused in one line otherwise. The driver's check, before any rank
     starts (rank 0 must not profile the model again on its slice of a core)."""
-    from bench.strategy_specs import AUTO, spec_of
     from ralp.strategy_costs import SHARDED_HEAD
 
     if strategy == AUTO or spec_of(strategy).priced_as not in SHARDED_HEAD or cfg.ps == 1:
@@ -157,7 +154,6 @@ def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
     cut = cut or first_cut(cfg)
     if cut is None:
         return  # no split at all: _split_at says so
-    from ralp.head_chain import head_chain
 
     widths, why = head_chain(model_profile(cfg.model_spec()), cut)
     if widths is None:
@@ -187,8 +183,6 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = F
     ``overlap``: its bound instead (``bound``)."""
     from ralp.cost_model import predict as cost_predict
     from ralp.strategy_costs import PIPELINED
-
-    from bench.strategy_specs import spec_of
 
     spec = spec_of(strategy)
     if spec.priced_as is None:
@@ -245,7 +239,6 @@ def stored_bound(row) -> Optional[float]:
     import math
     import platform
 
-    from bench.config import CALIBRATIONS
     from bench.results import is_missing
 
     predicted = row.get("predicted_step_time_s")
@@ -272,7 +265,6 @@ def _stored_config(row, strategy: str, codec: str, calibration: str) -> Optional
     cluster's, which the driver hands the analyzer), its CPU cap, ``calibration``; None when the
     row cannot make one (an unknown strategy or model)."""
     from bench.results import is_missing
-    from bench.strategy_specs import SPECS
 
     if strategy not in SPECS:
         return None
@@ -293,8 +285,6 @@ def _calibrated(cfg: RunConfig) -> bool:
     """Does this machine's calibration cache hold what ``predict(cfg, ...)`` reads (so that
     pricing measures nothing)? Hardware presets and files need none; a row does not say it used
     one, so only this machine's own figures are looked up."""
-    from bench import calibration
-
     cached = calibration._load()  # the cache's entries, read without measuring
     cores = cfg.cpus_per_host or None
     try:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
+from ralp.hardware import load_hardware
 
 SHIPPED = Path(__file__).with_name("published.json")
 TARGET = 0.20                      # the issue's aim on scaling efficiency
@@ -125,8 +126,6 @@ def load(path=SHIPPED) -> Tuple[Dict[str, dict], List[dict]]:
 def source_hardware(source: dict):
     """(Hardware, notes): the source's preset with its overrides; a preset or field that
     ralp/hardware.py does not have yet is said in the notes, never silently dropped."""
-    from ralp.hardware import load_hardware
-
     spec, notes = source["hardware"], []
     try:
         hardware = load_hardware(spec["preset"])

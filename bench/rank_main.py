@@ -23,6 +23,7 @@ from bench.strategy import StrategyContext, strategy_class
 from bench.strategy_specs import spec_of
 from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
                               start_server, thread_counts)
+from bench.trainer import Watchdog, train
 
 
 def phase(rank: int, what: str):
@@ -49,7 +50,6 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
 
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
-    from bench.trainer import Watchdog
 
     watchdog = Watchdog(comm, cfg.step_timeout)
     watchdog.arm("start-up (plan, rendezvous, TF servers)", timeout_s=max(300.0, cfg.step_timeout))
@@ -181,8 +181,6 @@ def _single(comm, cfg, plan, load_shards, watchdog):
 
 
 def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog, lockstep=False):
-    from bench.trainer import train
-
     started = time.time()
     result = train(strategy, cfg, meter, watchdog, leader, lockstep=lockstep)
     result.strategy_requested, result.plan_reason, result.started_unix, result.world = (

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import UserError
+from bench.planning import stored_bound
 from bench.results import ResultStore, is_missing
 from bench.stats import launch_interval, launch_spread, parse_steps, pooled_interval
 from bench.strategy_specs import AUTO, SPECS
@@ -53,7 +54,6 @@ def with_bounds(df):
     missing = df["bound_step_time_s"].isna() & df["predicted_step_time_s"].notna() & (df["status"] == "ok")
     if not missing.any():
         return df
-    from bench.planning import stored_bound
 
     df = df.copy()
     priced = [stored_bound(row.to_dict()) for _, row in df[missing].iterrows()]

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.environment import environment_fields  # noqa: F401 (part of this module's API)
+from bench.dirlock import dir_lock
 from bench.errors import UserError
 from bench.result_schema import (  # noqa: F401 (re-exported: the store's API)
     FIELD_TYPES, REQUIRED_COLUMNS, SCHEMA_FIELDS, SCHEMA_VERSION, V0_RENAMES, VERSION_COLUMN, _arrow_schema,
@@ -243,8 +244,6 @@ class ResultStore:
         return rows
 
     def _lock(self):
-        from bench.dirlock import dir_lock
-
         return dir_lock(self.root)
 
     def _read_manifest(self):

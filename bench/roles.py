@@ -17,6 +17,7 @@ pick any plan inside one launch); ranks 0..S then sit the run out.
 from dataclasses import dataclass
 
 from bench.errors import UserError
+from bench.strategy_specs import spec_of
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,6 @@ class RankLayout:
     def for_run(cls, cfg, strategy: str) -> "RankLayout":
         """The layout ``strategy`` runs ``cfg`` in (``cfg`` is a RunConfig). The one-process
         reference is one worker on the first worker host."""
-        from bench.strategy_specs import spec_of
-
         layout = spec_of(strategy).layout
         if layout == "single":
             return cls(1, cfg.ps, tf=False)

@@ -14,6 +14,8 @@ import sys
 
 from bench.config import RunConfig, add_run_arguments, add_setting_arguments
 from bench.errors import UserError
+from bench.models.build import settled_spec
+from bench.models.sources import check_digest
 
 
 def parse(argv):
@@ -23,15 +25,12 @@ def parse(argv):
     cfg = RunConfig.from_args(p.parse_args(argv)).validate()
     from socket import gethostname
 
-    from bench.models.sources import check_digest
-
     check_digest(cfg.model_spec(), cfg.model_sha256, gethostname())  # the driver's file, on every host
     return cfg
 
 
 def load_shards(cfg: RunConfig):
     from bench.data import load_dataset, shard
-    from bench.models.build import settled_spec
     from bench.strategy import Shards
 
     spec = settled_spec(cfg.model_spec(), check=False)  # builds only when the driver did not say

@@ -11,15 +11,14 @@ record both the emulated rate and the preset.
 import os
 from typing import Optional
 
+from bench.calibration import hardware_under
 from bench.errors import UserError
+from ralp.hardware import PRESETS
 
 MIN_LINK_BPS = 1e6  # tc cannot shape usefully much below ~1 Mbit/s
 
 
 def scaled_link(preset: str, workers: int = 1, cpus_per_host: Optional[float] = None) -> float:
-    from bench.calibration import hardware_under
-    from ralp.hardware import PRESETS
-
     if preset not in PRESETS:
         raise UserError(f"--scale-to {preset!r} is not a preset; choose one of {', '.join(PRESETS)}")
     target = PRESETS[preset]

@@ -15,7 +15,9 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from bench.config import RunConfig
-
+from bench.data import batch_indices
+from bench.strategy_specs import spec_of
+from ralp.sharding import creation_elements, least_loaded
 
 
 @dataclass
@@ -76,16 +78,12 @@ class Strategy(abc.ABC):
 def strategy_class(name: str):
     """The implementation of ``name`` (bench/strategy_specs.py), imported only now, so
     Horovod is loaded only where it trains."""
-    from bench.strategy_specs import spec_of
-
     module_name, cls = spec_of(name).implementation.split(":")
     return getattr(importlib.import_module(module_name), cls)
 
 
 def batch_indices_for(config: RunConfig, shards: Shards, step: int) -> List[np.ndarray]:
     """The indices each worker trains on at ``step``: identical for every strategy."""
-    from bench.data import batch_indices
-
     return [batch_indices(step, config.batch_size, len(shards.y[w]), config.seed, w).astype(np.int32)
             for w in range(config.workers)]
 
@@ -111,8 +109,6 @@ def variables_on_ps(ps_devices: List[str]):
     created inside it: an optimizer slot must follow its variable, not the rule.
     """
     import tensorflow as tf
-
-    from ralp.sharding import creation_elements, least_loaded
 
     load = [0] * len(ps_devices)
 

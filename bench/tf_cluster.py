@@ -22,7 +22,8 @@ from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
 from bench.gpu import GpuChoice
-from bench.launch.nic import ipv4_interfaces
+from bench.launch.cgroups import threads_for, usable_cores
+from bench.launch.nic import fabric_bytes, fabric_of, ipv4_interfaces, tcp_counters, total_bytes
 from bench.roles import Role
 
 LOOPBACK = "127.0.0.1"
@@ -120,8 +121,6 @@ def thread_counts(intra: Optional[int], inter: Optional[int], ranks_on_host: int
     The host's cores are its CPU quota where its cgroup has one (an emulated
     host, a container with a CPU limit), else the cores this process may run on.
     """
-    from bench.launch.cgroups import threads_for, usable_cores
-
     return intra or threads_for(usable_cores() / max(1, ranks_on_host)), inter or 2
 
 
@@ -161,8 +160,6 @@ def _peers(info: ClusterInfo) -> Tuple[str, ...]:
 def _fabric(peers: Tuple[str, ...]):
     """The sources this host counts (bench/launch/nic.py), looked up once: a read inside a
     sample round must not wait on `ip route get` per peer."""
-    from bench.launch.nic import fabric_of
-
     return fabric_of(peers)
 
 
@@ -172,7 +169,6 @@ def read_nic(info: ClusterInfo) -> Optional[dict]:
     peers = _peers(info)
     if info.loopback or not peers:
         return None
-    from bench.launch.nic import fabric_bytes, tcp_counters, total_bytes
 
     sources = fabric_bytes(_fabric(peers))
     tx, rx = total_bytes(sources)

@@ -18,7 +18,7 @@ from bench.config import RunConfig
 from bench.rank_result import RankResult
 from bench.stats import precise_enough
 from bench.strategy import Strategy
-from bench.tf_cluster import TrafficMeter
+from bench.tf_cluster import TrafficMeter, polite_allgather
 
 
 class Watchdog:
@@ -60,8 +60,6 @@ def _agreement(meter: TrafficMeter, leader: bool, lockstep: bool):
         return lambda stop: stop
 
     def agree(stop: bool) -> bool:
-        from bench.tf_cluster import polite_allgather
-
         return any(s for is_leader, s in polite_allgather(meter.comm, (leader, stop)) if is_leader)
 
     return agree

@@ -16,6 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from bench.errors import UserError
+from ralp.head_chain import head_chain
+from ralp.sharding import creation_elements
 
 ZERO_FLOP_TYPES = {
     "InputLayer", "Flatten", "Reshape", "Dropout", "SpatialDropout1D", "SpatialDropout2D",
@@ -114,7 +116,6 @@ class ModelProfile:
 
     def head_chain(self, cut: str) -> Optional[List[int]]:
         """The head's Dense widths if the head after ``cut`` can be sharded (ralp/head_chain.py), else None."""
-        from ralp.head_chain import head_chain
         return head_chain(self, cut)[0]
 
     def head_dense_flops(self, cut: str) -> int:
@@ -338,8 +339,6 @@ def build_recording(build):
     model lists its layers in graph order but creates their variables in call order, and
     greedy sharding (ralp/sharding.py) depends on the order."""
     import tensorflow as tf
-
-    from ralp.sharding import creation_elements
 
     sizes: List[int] = []
 

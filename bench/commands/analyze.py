@@ -17,9 +17,17 @@ import argparse
 import json
 from dataclasses import asdict
 
-from bench.commands.analyze_plot import label_of
+from bench.calibration import resolve_hardware
 from bench.cli_help import examples
+from bench.commands.analyze_plot import label_of
 from bench.errors import UserError
+from bench.models.build import settled_spec
+from bench.models.sources import get_spec
+from bench.planning import bound_of, model_profile
+from bench.strategy_specs import SPECS
+from ralp.analyzer import analyze, compression_candidates
+from ralp.cost_model import STRATEGY_LABELS
+from ralp.hardware import format_bandwidth
 
 
 def register(subparsers):
@@ -74,20 +82,12 @@ def _validate(args):
 
 
 def run(args) -> int:
-    from bench.calibration import resolve_hardware
-    from bench.models.sources import get_spec
-    from ralp.analyzer import compression_candidates
-
     micro_batches = _validate(args)
     spec = get_spec(args.model, args.input_shape, args.classes)  # a bad spelling fails before building anything
     compression = None if args.compression in (None, "none") else args.compression
     compression_candidates(compression)  # a bad spec fails before the model is built
     hardware = resolve_hardware(args.hardware, bandwidth=args.bandwidth, ps_bandwidth=args.ps_bandwidth,
                                 latency=args.latency)
-
-    from bench.models.build import settled_spec
-    from bench.planning import model_profile
-    from ralp.analyzer import analyze
 
     profile = model_profile(settled_spec(spec))  # a user's model is checked first (bench/models/build.py)
     settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
@@ -111,8 +111,6 @@ def run(args) -> int:
 def _bound(profile, plan, hardware, p):
     """``p``'s plan priced as its bound, the least step time it allows on ``hardware``
     (bench/planning.py ``bound_of``)."""
-    from bench.planning import bound_of
-
     return bound_of(profile, p, hardware, plan.compression)
 
 
@@ -163,8 +161,6 @@ def priced_rows(plan):
     """(strategy, label, prediction), fastest first: every registered strategy one of the
     analyzer's cost functions prices (``priced_as``; not the one-process reference, whose step is
     one batch, not W), then any prediction no such strategy shows, under its cost function's label."""
-    from bench.strategy_specs import SPECS
-
     specs = [s for s in SPECS.values() if s.priced_as in plan.predictions and not s.one_batch_per_step]
     rows = [(s.name, s.label, _prediction_of(s, plan)) for s in specs]
     shown = {s.priced_as for s in specs}
@@ -200,9 +196,6 @@ def _si(value: float, unit: str = "") -> str:
 def _print_tables(profile, plan, hardware, settings, plot_path):
     from rich.console import Console
     from rich.table import Table
-
-    from ralp.cost_model import STRATEGY_LABELS
-    from ralp.hardware import format_bandwidth
 
     console = Console(width=max(Console().width, 160))
     cuts = set(profile.cut_points)

@@ -14,7 +14,9 @@ from typing import Dict, List, Tuple
 
 from bench.errors import UserError
 from bench.strategy_specs import SPECS
+from ralp.analyzer import analyze
 from ralp.cost_model import STRATEGY_LABELS
+from ralp.hardware import format_bandwidth
 
 PLOT_WORKERS = sorted({round(2 ** (k / 4)) for k in range(41)})  # 1..1024, four points per doubling
 LINE_STYLES = {"ps": "--", "ps:dedicated": "--", "ps:colocated": (0, (6, 2, 1, 2)), "horovod": "-.", "ralp": "-", "ralp-hybrid": ":"}
@@ -79,8 +81,6 @@ def measured_points(results_dir, model: str, batch_size: int, link_bps: float) -
 def _predicted(profile, settings):
     """Each series' predicted step time at every PLOT_WORKERS count (sync PS in each layout
     searched), and the hybrid's (S, m) where the analyzer's pick changes."""
-    from ralp.analyzer import analyze
-
     series, changes, last = {}, [], None
     for workers in PLOT_WORKERS:
         plan = analyze(profile, **dict(settings, workers=workers))
@@ -115,8 +115,6 @@ def plot(profile, settings, path, measured=None) -> List[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from ralp.hardware import format_bandwidth
 
     series, changes = _predicted(profile, settings)
     hardware = settings["hardware"]

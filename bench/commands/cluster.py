@@ -11,12 +11,17 @@ import argparse
 import os
 import re
 
+from bench.cpu_steal import PROBE_MAX_STEAL, too_stolen
 from bench.errors import UserError
+from bench.launch import link_probe
 from bench.launch import netns as nx
 from bench.launch.cluster_state import cluster_dir
 from bench.launch.emulated_cluster import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
-                                   find_stale, owner_alive, read_states)
+                                           find_stale, owner_alive, read_states)
+from bench.launch.slurm import PARTITION
+from bench.launch.slurm import paths as slurm_paths
 from bench.launch.ssh_hosts import SshCluster, paths
+from bench.strategy_specs import SPECS
 from ralp.hardware import format_bandwidth
 from ralp.links import LinkSpec  # one parser for the whole suite
 
@@ -111,9 +116,6 @@ def print_ssh_usage(cluster):
 
 def print_slurm_usage(cluster):
     """Where the emulated Slurm's files are, and how to submit the example comparison."""
-    from bench.launch.slurm import PARTITION
-    from bench.launch.slurm import paths as slurm_paths
-
     files, name, hosts = slurm_paths(cluster.ssh_dir), cluster.name, cluster.hosts
     print(f"slurm: slurmctld on {cluster.login.name}, slurmd on {' '.join(h.name for h in hosts)} (all idle), "
           f"partition {PARTITION}; munged on every machine with one key")
@@ -125,10 +127,6 @@ def print_slurm_usage(cluster):
 
 def print_link_table(cluster, patterns=None, seconds=1.0):
     """Each traffic pattern's measured time against line rate (bench/launch/link_probe.py)."""
-    from bench.cpu_steal import PROBE_MAX_STEAL, too_stolen
-    from bench.launch import link_probe
-    from bench.strategy_specs import SPECS
-
     relies = "; ".join(f"{s.name} -> {s.link_pattern}" for s in SPECS.values() if s.link_pattern)
     print(f"link efficiency (time at line rate / measured time; strategies rely on: {relies}; "
           "colocated ps -> all-to-all):")

@@ -13,6 +13,10 @@ import sys
 from typing import Optional
 
 from bench.environment import gpu_names, nccl_version, package_version
+from bench.launch.cgroups import available, hierarchy
+from bench.launch.emulated_cluster import EmulatedCluster
+from bench.launch.link_probe import measure_pattern
+from bench.launch.netns import can_emulate, netem_available
 
 
 def register(subparsers):
@@ -79,8 +83,6 @@ def _mpi4py():
 
 
 def _emulation():
-    from bench.launch.netns import can_emulate, netem_available
-
     ok, reason = can_emulate()
     if not ok:
         return None, reason
@@ -89,8 +91,6 @@ def _emulation():
 
 
 def _cgroups():
-    from bench.launch.cgroups import available, hierarchy
-
     ok, reason = available()
     if not ok:
         return None, reason + "; emulated hosts then share the cores (contention, not a cluster)"
@@ -100,10 +100,6 @@ def _cgroups():
 
 def _links():
     """A 3-host emulated cluster at 100 Mbit/s: one flow and both ways as % of line rate."""
-    from bench.launch.emulated_cluster import EmulatedCluster
-    from bench.launch.link_probe import measure_pattern
-    from bench.launch.netns import can_emulate
-
     if not can_emulate()[0]:
         return None, "no emulated cluster here"
     with EmulatedCluster(3, 100e6, name=f"rdoc{os.getpid() % 100000}") as cluster:

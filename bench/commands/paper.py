@@ -11,6 +11,7 @@ Markdown goes to --out (default results/paper.md) with its two PNGs beside it; t
 goes to stderr.
 """
 import sys
+from bench.errors import UserError
 
 
 def register(subparsers):
@@ -36,7 +37,6 @@ def run(args):
     import pandas as pd
 
     from bench import paper_report
-    from bench.errors import UserError
     from bench.paper_accuracy import accuracy_run
     from bench.results import ResultStore
 

@@ -7,9 +7,12 @@ bytes) or ``hosts --hostfile F`` (a real cluster through mpirun).
 import argparse
 import sys
 
-from bench.config import RunConfig, add_run_arguments, add_setting_arguments
 from bench.cli_help import examples
+from bench.clusters import apply_cluster, make_launcher
+from bench.config import RunConfig, add_run_arguments, add_setting_arguments, check_repeats
 from bench.errors import UserError
+from bench.planning import check_cut, check_head_shards, settle_model
+from bench.progress import RunProgress
 
 
 def register(subparsers):
@@ -55,13 +58,11 @@ def configs_from_args(args):
     strategies = [s.strip() for s in base.strategy.split(",") if s.strip()]
     if not strategies:
         raise UserError("--strategy is empty; give e.g. ps,horovod,ralp")
-    from bench.planning import settle_model
 
     out = []
     for strategy in strategies:
         cfg = settle_model(RunConfig(**{**vars(base), "strategy": strategy}).validate())
         out.append(cfg)
-    from bench.planning import check_cut, check_head_shards
 
     if base.cut:
         check_cut(out[0])  # before anything starts, not on the ranks
@@ -73,16 +74,13 @@ def configs_from_args(args):
 def run(args):
     from bench.data import validate_data
     from bench.harness import run_many
-    from bench.progress import RunProgress
 
     configs = configs_from_args(args)
     validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
-    from bench.clusters import apply_cluster, make_launcher
 
     launcher = make_launcher(args, configs[0].workers, configs[0].ps)
     for cfg in configs:
         apply_cluster(cfg, launcher)
-    from bench.config import check_repeats
 
     repeats = check_repeats(args.repeats)
     progress = RunProgress(len(configs) * repeats, quiet=args.quiet)

@@ -12,6 +12,13 @@ import sys
 from itertools import groupby
 
 from bench.cli_help import examples
+from bench.clusters import apply_cluster, make_launcher
+from bench.commands.run import add_cluster_arguments, print_summary
+from bench.cpu_steal import STEAL_TRIES, measure_quietly
+from bench.errors import UserError
+from bench.planning import predict, resolve, settle_model
+from bench.progress import RunProgress
+from bench.sweep import load_sweep
 
 # A journaled row stands for the sweep point with the same values of these fields.
 POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "ps", "ps_placement", "strategy",
@@ -20,8 +27,6 @@ POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "p
 
 
 def register(subparsers):
-    from bench.commands.run import add_cluster_arguments
-
     p = subparsers.add_parser("sweep", help="run a sweep file (grid of configurations) and report it",
                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=examples(
                                   "ralp-bench sweep sweeps/quick.toml --dry-run",
@@ -47,8 +52,6 @@ def register(subparsers):
 
 def run(args):
     from bench.data import validate_data
-    from bench.progress import RunProgress
-    from bench.sweep import load_sweep
 
     sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats,
                        max_steal=args.max_steal)
@@ -56,7 +59,6 @@ def run(args):
         print(f"ralp-bench: no {args.file} here; using the shipped {sweep.shipped_copy}", file=sys.stderr)
     for ds, data_dir in {(p.config.dataset, p.config.data_dir) for p in sweep.points}:
         validate_data(ds, data_dir)
-    from bench.planning import settle_model
 
     for point in sweep.points:  # a user's model is built and checked once, before anything runs
         settle_model(point.config)
@@ -90,8 +92,6 @@ CLUSTER_UP_S = 10.0  # bringing an emulated cluster up and probing its links, on
 
 def _dry_run(sweep, args):
     """List the points with each one's predicted step and duration, and the sweep's total."""
-    from bench.clusters import apply_cluster, make_launcher
-
     total = 0.0
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
     for _, group in groupby(ordered, key=lambda p: p.cluster_key()):
@@ -131,8 +131,6 @@ def predicted_step_s(cfg):
     """The cost model's step time for what ``cfg`` will run (None when it has no model of it)."""
     from dataclasses import replace
 
-    from bench.planning import predict, resolve
-
     try:
         plan = resolve(cfg)
         prediction = predict(replace(cfg, compression=plan.compression), plan.strategy, plan.cut)
@@ -142,8 +140,6 @@ def predicted_step_s(cfg):
 
 
 def _run_points(sweep, args, journal, progress):
-    from bench.clusters import apply_cluster
-
     ordered = sorted(sweep.points, key=lambda p: p.cluster_key())
     for _, group in groupby(ordered, key=lambda p: p.cluster_key()):
         group = list(group)
@@ -173,7 +169,6 @@ def _run_points(sweep, args, journal, progress):
 def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
     """One point's row, measured again while its CPU steal exceeds ``max_steal``
     (bench/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
-    from bench.cpu_steal import STEAL_TRIES, measure_quietly
     from bench.harness import run_one
 
     def superseded(row, steal, attempt):
@@ -191,7 +186,6 @@ class _Journal:
     """The sweep's rows, journaled one by one into the result store's pending run."""
 
     def __init__(self, args):
-        from bench.errors import UserError
         from bench.results import ResultStore, environment_fields, new_run_id
 
         self.store = None if args.no_store else ResultStore(args.results)
@@ -244,8 +238,6 @@ def _cluster_args(args, point):
 
 
 def _launcher_or_failed_rows(cluster_args, group, journal, progress):
-    from bench.clusters import make_launcher
-    from bench.errors import UserError
     from bench.harness import failed_row
 
     try:
@@ -262,7 +254,6 @@ def _publish(journal, args, sweep):
 
     import pandas as pd
 
-    from bench.commands.run import print_summary
     from bench.report import write_report
 
     if journal.store is not None:

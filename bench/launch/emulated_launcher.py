@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Dict, Optional, Union
 
+from bench.launch import link_probe, netns
 from bench.launch.base import LaunchSpec, Launcher, place_ranks
 from bench.launch.emulated_cluster import EmulatedCluster
 from ralp.links import LinkSpec
@@ -46,8 +47,6 @@ class EmulatedLauncher(Launcher):
         return 1  # one host per worker (module docstring)
 
     def after_run(self):
-        from bench.launch import netns
-
         for host in self.cluster.hosts:
             netns.kill_netns_processes(host.netns)
 
@@ -58,8 +57,6 @@ class EmulatedLauncher(Launcher):
 
     def link_fields(self, pattern: Optional[str]) -> Dict:
         """The measured efficiency of traffic ``pattern`` (link_probe.PATTERNS; once per cluster)."""
-        from bench.launch import link_probe
-
         if not self.link_check or pattern is None or len(self.cluster.hosts) < 2:
             return {}
         if pattern not in self._efficiency:

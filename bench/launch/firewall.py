@@ -36,6 +36,8 @@ import sys
 from typing import Iterable, List, Sequence
 
 from bench.errors import UserError
+from bench.launch.base import BASE_ENV
+from bench.launch.nic import ipv4_interfaces
 
 TABLE = "ralp_bench"
 FIRST_PORT = 1024
@@ -113,8 +115,6 @@ def _socket_inodes(proc: str, pids: Iterable[int]) -> set:
 
 def own_addresses() -> List[str]:
     """This network namespace's IPv4 addresses, loopback left out."""
-    from bench.launch.nic import ipv4_interfaces
-
     return sorted({str(i.ip) for _, i in ipv4_interfaces() if not i.ip.is_loopback})
 
 
@@ -201,8 +201,6 @@ class Firewall:
         self.active = False
 
     def _on_hosts(self, action: str, allow: List[str]) -> dict:
-        from bench.launch.base import BASE_ENV
-
         program = [sys.executable, "-m", "bench.launch.firewall", action] + (["--allow", *allow] if allow else [])
         try:
             out = subprocess.run(self.launch_argv(program), capture_output=True, text=True, timeout=self.timeout_s,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
+from bench.launch import link_probe
 from bench.launch.base import BASE_ENV, LaunchSpec, Launcher, mpirun_path, place_ranks, worker_counts
 from bench.launch.firewall import Firewall
 
@@ -163,8 +164,6 @@ class HostsLauncher(Launcher):
         """The measured efficiency of traffic ``pattern`` over the real NICs against the rate the
         user stated (``--bandwidth``; without it there is no line rate to compare with), measured
         once per run by link_probe.py with its programs started by mpirun as the ranks are."""
-        from bench.launch import link_probe
-
         if self.link is None or pattern is None or len(self.hosts) < 2:
             return {}
         if pattern not in self._efficiency:

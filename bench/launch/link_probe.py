@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
+from bench.launch.base import BASE_ENV
 
 GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
 PORT = 47_011
@@ -77,8 +78,6 @@ def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
 
 def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env=None,
                        ops: str = "gloo") -> PatternResult:
-    from bench.launch.base import BASE_ENV
-
     slots = [1 if i in hosts else 0 for i in range(len(cluster.hosts))]
     argv = (cluster.mpirun_prefix() + ["mpirun"] + cluster.mpirun_args(slots)
             + [a for name in sorted(BASE_ENV) for a in ("-x", name)]

@@ -41,9 +41,9 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
+import bench
 from bench.errors import UserError
-from bench.launch import netns as nx
-from bench.launch import slurm as sl
+from bench.launch import netns as nx, slurm as sl
 from bench.launch.cluster_state import cluster_dir, read_states
 from bench.launch.emulated_cluster import SUBNET_PREFIX, EmulatedCluster
 
@@ -84,8 +84,6 @@ def shared_paths() -> List[str]:
     /dev/shm, /run: a clone in /tmp, a test's scratch copy) need binding back; nested ones
     come with their parent."""
     import sys
-
-    import bench
 
     here = (os.getcwd(), sys.prefix, os.path.dirname(os.path.dirname(bench.__file__)))
     candidates = {os.path.realpath(c) for c in here}
