@@ -37,6 +37,7 @@ planning code passes a name through and never sees a launcher.
 """
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -53,6 +54,8 @@ from bench.launch.cgroups import threads_for, usable_cores
 from bench.models import get_model
 from bench.models.sources import format_shape, get_spec, model_digest
 from bench.roles import RankLayout
+from bench.strategy import loss_fn
+from ralp.cut import split_model
 from ralp.hardware import hardware_from_measurement, load_hardware
 
 CACHE = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
@@ -63,8 +66,6 @@ MARK = "RALP-CALIBRATION "
 
 
 def _machine_key() -> str:
-    import platform
-
     return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|tf{package_version('tensorflow', 'tensorflow-cpu')}"
 
 
@@ -350,8 +351,6 @@ def _measure_hardware() -> Dict:
 
 def _measure_model(described: str, batch: int, workers: int, cut: Optional[str]) -> Dict:
     tf = _threads()
-    from bench.strategy import loss_fn
-    from ralp.cut import split_model
 
     name, shape, classes = json.loads(described)
     model = get_model(get_spec(name, shape, classes), seed=0)
@@ -399,8 +398,6 @@ def main(argv=None):
     os.write(1, b"RALP-PHASE 0 calibrating\n")
     try:
         if argv[:1] == ["key"]:
-            from bench.launch.cgroups import usable_cores
-
             result = {"cores": usable_cores()}
         elif argv[:1] == ["hardware"]:
             result = _measure_hardware()

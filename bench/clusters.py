@@ -3,14 +3,18 @@ must assume on it. Shared by `ralp-bench run`, `sweep` and asv; the links are a 
 (ralp/links.py) built here once, from the flags or a sweep point's keys.
 """
 import sys
+from dataclasses import replace
 
 from bench.calibration import register_place
 from bench.errors import UserError
 from bench.launch.emulated_cluster import default_cpus_per_host
 from bench.launch.emulated_launcher import EmulatedLauncher
+from bench.launch.hosts import HostsLauncher, parse_env, parse_mpirun_args
+from bench.launch.local import LocalLauncher
 from bench.launch.netns import can_emulate
-from bench.launch.slurm import job_id
+from bench.launch.slurm import SlurmLauncher, job_id
 from bench.roles import RankLayout
+from bench.scaling import scaled_link
 from ralp.links import LinkSpec
 
 
@@ -19,10 +23,6 @@ def link_from_args(args, workers: int, cpus_per_host) -> LinkSpec:
     link = LinkSpec.parse(args.bandwidth or "1gbit", getattr(args, "ps_bandwidth", None),
                           getattr(args, "latency", None))
     if getattr(args, "scale_to", None):
-        from dataclasses import replace
-
-        from bench.scaling import scaled_link
-
         link = replace(link, worker_bps=scaled_link(args.scale_to, workers, cpus_per_host), scaled_to=args.scale_to)
     return link
 
@@ -33,13 +33,8 @@ def make_launcher(args, workers: int, ps: int):
     if mode not in ("hosts", "slurm"):
         _refuse_passthrough(args)
     if mode == "local":
-        from bench.launch.local import LocalLauncher
-
         return LocalLauncher()
     if mode in ("hosts", "slurm"):
-        from bench.launch.hosts import HostsLauncher, parse_env, parse_mpirun_args
-        from bench.launch.slurm import SlurmLauncher
-
         link = link_from_args(args, workers, None) if args.bandwidth else None
         passthrough = dict(env=parse_env(getattr(args, "env", None)),
                            mpirun_args=parse_mpirun_args(getattr(args, "mpirun_arg", None)),

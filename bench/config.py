@@ -7,6 +7,7 @@ under their own ``mpirun -H ...`` on a real cluster), so both share
 """
 import argparse
 import dataclasses
+import ipaddress
 import json
 import os
 import typing
@@ -17,7 +18,9 @@ from bench.errors import UserError
 from bench.models.sources import format_shape, get_spec
 from bench.strategy_specs import SPECS, spec_of, strategy_names
 from ralp.codec_spec import parse_codec
+from ralp.hardware import load_hardware
 from ralp.links import LinkSpec
+from ralp.strategy_costs import CODECS_OF, PIPELINED  # the hybrid's codecs (stateless) and micro-batches
 
 STRATEGIES = strategy_names()  # every registered strategy (bench/strategy_specs.py) and auto
 PS_PLACEMENTS = ("dedicated", "colocated")
@@ -130,8 +133,6 @@ class RunConfig:
 
     def _pipelines(self) -> bool:
         """Does the strategy run --micro-batches (the cost model's PIPELINED, read through its spec)?"""
-        from ralp.strategy_costs import PIPELINED
-
         return self.strategy in SPECS and SPECS[self.strategy].priced_as in PIPELINED
 
     def _rings_tower(self) -> bool:
@@ -202,7 +203,6 @@ class RunConfig:
             with_codecs = ", ".join(name for name, spec in SPECS.items() if spec.codecs)
             raise UserError(f"{self.strategy} does not support --compression ({spec_of(self.strategy).description}); "
                             f"use --compression none, or one of {with_codecs}")
-        from ralp.strategy_costs import CODECS_OF  # the codecs ralp-hybrid's ring can carry (stateless)
 
         if (self._rings_tower() and self.compression != "auto"
                 and parse_codec(self.compression).kind not in ("none",) + CODECS_OF["ralp-hybrid"]):
@@ -237,15 +237,11 @@ class RunConfig:
         if not self.step_timeout > 0:
             raise UserError(f"--step-timeout must be a positive number of seconds, got {self.step_timeout}")
         if self.network is not None:
-            import ipaddress
-
             try:
                 ipaddress.ip_network(self.network, strict=False)
             except ValueError:
                 raise UserError(f"--network {self.network!r} is not a CIDR such as 10.0.0.0/24") from None
         if self.hardware not in (None, "local"):
-            from ralp.hardware import load_hardware
-
             load_hardware(self.hardware)  # a preset name or a readable JSON file, else one line naming the fix
         if self.warmup_steps < 0:
             raise UserError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")

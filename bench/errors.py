@@ -6,6 +6,8 @@ message that names the fix; the CLI prints it without a traceback and exits 2.
 """
 import os
 import re
+import time
+import traceback
 
 # "ValueError: ...", "tensorflow.python.framework.errors_impl.InternalError: ...", "KeyError"
 _TRACEBACK = "Traceback (most recent call last)"
@@ -53,8 +55,6 @@ def one_line(text: str, limit: int = 600) -> str:
 def log_file(label: str) -> str:
     """A new file for one launch's or one failure's full output, under RALP_LOG_DIR (default
     ~/.cache/ralp-bench/logs): named in the one-line message so the details are one step away."""
-    import time
-
     root = os.environ.get("RALP_LOG_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ralp-bench", "logs")
     os.makedirs(root, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.+-]+", "-", label).strip("-")[:80] or "log"
@@ -63,8 +63,6 @@ def log_file(label: str) -> str:
 
 def traceback_to_log(exc: BaseException, label: str) -> str:
     """Write ``exc``'s full traceback to a new log file; return its path."""
-    import traceback
-
     path = log_file(label)
     with open(path, "w") as f:
         f.write("".join(traceback.format_exception(exc)))

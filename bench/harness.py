@@ -15,6 +15,7 @@ import numpy as np
 from bench.config import RunConfig
 from bench.cpu_steal import cpu_times, steal_share
 from bench.errors import RunFailed, UserError, one_line, traceback_to_log
+from bench.hvd_init import settings_label
 from bench.launch.base import Launcher, run_mpirun
 from bench.planning import bound, check_head_shards, predict, resolve
 from bench.rank_result import RankResult, ResultReceiver
@@ -46,7 +47,7 @@ def deadline_for(cfg: RunConfig) -> float:
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
             echo: bool = False) -> Dict:
     """Launch one configuration; return a complete result row (status ok or failed)."""
-    from bench.results import new_row, utc_now_iso
+    from bench.results import new_row, utc_now_iso  # lazy: pandas loads only where rows are read or written
 
     row = new_row(**launcher.cluster_fields(), **_config_fields(cfg), started_at=utc_now_iso())
     try:
@@ -63,8 +64,6 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
                **launcher.link_fields(spec_of(strategy).pattern_for(cfg.ps_placement)))
     if strategy == "horovod":
-        from bench.hvd_init import settings_label
-
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
                                                  cfg.horovod_autotune)
     cfg = replace(cfg, compression=plan.compression)  # ranks and predictions get the concrete codec
@@ -88,7 +87,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
 
 def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = None) -> Dict:
     """A configuration that could not run is recorded, not dropped."""
-    from bench.results import new_row
+    from bench.results import new_row  # lazy: pandas loads only where rows are read or written
 
     return new_row(**(cluster_fields or {}), **_config_fields(cfg), status="failed", failure=reason)
 

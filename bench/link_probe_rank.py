@@ -6,6 +6,7 @@ start Horovod. They live with the rank-side code, not with the launchers, becaus
 import TensorFlow and Horovod.
 """
 import json
+import selectors
 import socket
 import statistics
 import sys
@@ -27,7 +28,6 @@ def _serve(port: int, senders: int, expect: int):
     srv.listen(senders)
     print("ready", flush=True)
     conns = [srv.accept()[0] for _ in range(senders)]
-    import selectors
 
     sel = selectors.DefaultSelector()
     left = {}

@@ -24,6 +24,7 @@ from bench.errors import UserError
 from bench.report_format import fmt_rate
 from bench.results import is_missing
 from bench.strategy_specs import SPECS
+from ralp.cost_model import SPLIT_STRATEGIES, predict
 from ralp.hardware import PRESETS
 
 SLOPE_TOLERANCE = 0.20
@@ -86,8 +87,6 @@ def extrapolate(grid, profile_for: Callable) -> List[Series]:
 
 
 def _predict_series(series: Series, row, strategy, placement, profile_for):
-    from ralp.cost_model import SPLIT_STRATEGIES, predict
-
     try:
         profile = profile_for(series.model)
     except Exception as exc:  # noqa: BLE001 - a model we cannot build is a note in its row, not a crash

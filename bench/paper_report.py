@@ -33,7 +33,7 @@ LINK_KEYS = ("link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "compressi
 def setting_namer(keys):
     """A row's link setting as cells and series name it: its preset ('scaled to v100-10gbe') or
     its link rate, plus any other configuration key that varies in the run."""
-    from bench.plots import _link_label
+    from bench.plots import _link_label  # lazy: matplotlib loads only where a figure is drawn
 
     others = [k for k in keys if k not in LINK_KEYS and k != "run_id"]
 
@@ -115,7 +115,7 @@ def _one_launch_caveat(rows):
 
 def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinished=False):
     """Write the Markdown to ``out_path`` and its PNGs beside it; return the text."""
-    from bench import paper_plots
+    from bench import paper_plots  # lazy: matplotlib loads only where a figure is drawn
 
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ Without --hardware the analyzer uses this machine's calibrated throughput
 ``--compression auto`` lets the analyzer pick the codec too (for the given
 strategy, or together with the strategy under ``--strategy auto``).
 """
+import math
+import platform
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, Optional
@@ -20,7 +22,11 @@ from bench.models import get_model
 from bench.models.build import settled_spec
 from bench.models.sources import format_shape, model_digest
 from bench.strategy_specs import AUTO, SPECS, spec_of
+from ralp.analyzer import analyze
+from ralp.cost_model import STRATEGIES, ModelTiming, predict as cost_predict
 from ralp.head_chain import head_chain
+from ralp.profile import profile_built
+from ralp.strategy_costs import PIPELINED, SHARDED_HEAD
 
 DEFAULT_BANDWIDTH = "10gbit"
 
@@ -38,8 +44,6 @@ class RunPlan:
 @lru_cache(maxsize=16)
 def model_profile(model):
     """The profile of a model: a zoo name or any ModelSpec (a user's model, --input-shape...)."""
-    from ralp.profile import profile_built
-
     return profile_built(lambda: get_model(model))
 
 
@@ -70,7 +74,6 @@ def timing_for(cfg: RunConfig):
     B and head at W x B."""
     if (cfg.hardware or "local") != "local" or cfg.calibration != "model":
         return None
-    from ralp.cost_model import ModelTiming
 
     cut = first_cut(cfg)
     t = model_timing(cfg.model_spec(), cfg.batch_size, cfg.workers, cut, cfg.cpus_per_host or None,
@@ -79,9 +82,6 @@ def timing_for(cfg: RunConfig):
 
 
 def plan_for(cfg: RunConfig) -> RunPlan:
-    from ralp.analyzer import analyze
-    from ralp.cost_model import STRATEGIES
-
     profile = model_profile(cfg.model_spec())
     pick_codec = cfg.compression == "auto"
     # Under --compression auto a fixed strategy keeps its strategy; only the codec is chosen.
@@ -147,8 +147,6 @@ def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
     """ralp-hybrid with --ps > 1 shards its head: the head after ``cut`` must be a Dense chain
     (ralp/head_chain.py); refused in one line otherwise. The driver's check, before any rank
     starts (rank 0 must not profile the model again on its slice of a core)."""
-    from ralp.strategy_costs import SHARDED_HEAD
-
     if strategy == AUTO or spec_of(strategy).priced_as not in SHARDED_HEAD or cfg.ps == 1:
         return  # auto: checked again on the plan it resolves to (bench/harness.py run_one)
     cut = cut or first_cut(cfg)
@@ -181,9 +179,6 @@ def _ralp_cut(plan, profile):
 def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = False):
     """The cost model's figures for exactly what ran (None for ps-async: no model of it);
     ``overlap``: its bound instead (``bound``)."""
-    from ralp.cost_model import predict as cost_predict
-    from ralp.strategy_costs import PIPELINED
-
     spec = spec_of(strategy)
     if spec.priced_as is None:
         return None
@@ -215,8 +210,6 @@ def bound_of(profile, prediction, hardware, compression=None, timing=None):
     """``bound`` for one of the analyzer's predictions: the same plan (strategy, cut, PS layout,
     micro-batches, codec) priced with every resource busy at once, as a Prediction (its
     ``step_time_s`` the bound, its ``bottleneck`` the resource that sets it)."""
-    from ralp.cost_model import predict as cost_predict
-
     layout = prediction.ps_placement or "dedicated"
     per_host = getattr(prediction, "workers_per_host", None)  # the workers sharing a host's NIC, as it was priced
     return cost_predict(profile, prediction.strategy, workers=prediction.workers, batch_size=prediction.batch_size,
@@ -236,10 +229,7 @@ def stored_bound(row) -> Optional[float]:
     a calibration its cache still holds (nothing is measured here), and only where pricing it
     again gives the row's own predicted step time: then the inputs are the row's, and so is the
     bound. Committed rows are never rewritten: the report computes this when it reads them."""
-    import math
-    import platform
-
-    from bench.results import is_missing
+    from bench.results import is_missing  # lazy: pandas loads only where rows are read or written
 
     predicted = row.get("predicted_step_time_s")
     if row.get("status") != "ok" or is_missing(predicted) or row.get("hostname") != platform.node():
@@ -264,7 +254,7 @@ def _stored_config(row, strategy: str, codec: str, calibration: str) -> Optional
     """The RunConfig a stored row's prediction was priced from: its row columns, its links (the
     cluster's, which the driver hands the analyzer), its CPU cap, ``calibration``; None when the
     row cannot make one (an unknown strategy or model)."""
-    from bench.results import is_missing
+    from bench.results import is_missing  # lazy: pandas loads only where rows are read or written
 
     if strategy not in SPECS:
         return None

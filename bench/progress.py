@@ -2,6 +2,8 @@
 import sys
 import time
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 
 class RunProgress:
     def __init__(self, total_configs: int, quiet: bool = False):
@@ -11,8 +13,6 @@ class RunProgress:
         self.started = time.monotonic()
         self._progress = None
         if not self.quiet:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeRemainingColumn(), transient=False)
             self._overall = self._progress.add_task("all configurations", total=total_configs)

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from bench.errors import UserError
+from bench.planning import model_profile
+from ralp.cost_model import ModelTiming, predict
 from ralp.hardware import load_hardware
 
 SHIPPED = Path(__file__).with_name("published.json")
@@ -141,15 +143,11 @@ def source_hardware(source: dict):
 
 
 def _accepts_workers_per_host() -> bool:
-    from ralp.cost_model import predict
-
     return "workers_per_host" in inspect.signature(predict).parameters
 
 
 def _predict(profile, point: dict, source: dict, hardware, gpus: int):
     """The model's prediction for ``point`` run on ``gpus`` GPUs (the base point or the checked one)."""
-    from ralp.cost_model import ModelTiming, predict
-
     strategy, placement = STRATEGY[point["method"]]
     per_host = min(gpus, point["gpus_per_host"])
     hosts = max(1, gpus // per_host)
@@ -185,7 +183,7 @@ def check_all(path=SHIPPED, profiles=None):
     name to its profile (default: bench.planning.model_profile, built once per model)."""
     sources, points = load(path)
     if profiles is None:
-        from bench.planning import model_profile as profiles_get
+        profiles_get = model_profile
     else:
         profiles_get = profiles.__getitem__
     checked, notes = {}, {}

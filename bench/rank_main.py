@@ -15,9 +15,13 @@ import sys
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from bench.config import RunConfig
 from bench.errors import UserError
 from bench.gpu import choose_gpu, host_gpus
+from bench.hvd_init import gloo_timeout_s, init_horovod, tuning_env
+from bench.rank_result import result_lines
 from bench.roles import RankLayout, Role, role_of
 from bench.strategy import StrategyContext, strategy_class
 from bench.strategy_specs import spec_of
@@ -96,8 +100,6 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
     worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
     hvd = None
     if cls.uses_horovod:
-        from bench.hvd_init import gloo_timeout_s, init_horovod, tuning_env
-
         phase(rank, "horovod init")
         hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
                            tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune),
@@ -187,8 +189,6 @@ def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog, lockst
         cfg.strategy, plan.reason, started, comm.Get_size())
     watchdog.arm("finishing (weights, last traffic sample)", timeout_s=max(120.0, cfg.step_timeout))
     if cfg.dump_weights and leader:
-        import numpy as np
-
         np.savez(cfg.dump_weights, *strategy.trainable_weights())
     meter.sample("stop")
     return result
@@ -215,8 +215,6 @@ def _write(cfg, result):
     RALP-RESULT lines on stdout, which mpirun brings to the driver wherever it runs: the
     driver's /tmp is not this host's (bench/rank_result.py)."""
     if not cfg.out:
-        from bench.rank_result import result_lines
-
         sys.stdout.flush()
         for line in result_lines(result.to_json()):
             os.write(1, line.encode())  # one write per line: never split by this process

@@ -165,7 +165,7 @@ def migrate(df, file_version):
 
 
 def _arrow_schema():
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow loads only where rows are stored or read
     types = {_STR: pa.string(), _BOOL: pa.bool_(), _INT: pa.int64(), _FLOAT: pa.float64()}
     fields = [pa.field(name, types[kind]) for name, kind in FIELD_TYPES.items()]
     return pa.schema(fields + [pa.field(VERSION_COLUMN, pa.int64())],

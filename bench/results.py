@@ -82,8 +82,8 @@ class ResultStore:
     def commit_run(self, run_id):
         """Write the journaled rows of ``run_id`` as its parquet + CSV files and index them."""
         _require_arrow()
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # lazy: pyarrow loads only where rows are stored or read
+        import pyarrow.parquet as pq  # lazy: pyarrow loads only where rows are stored or read
         self._check_run_id(run_id)
         journal = self.pending_dir / f"{run_id}.jsonl"
         rows = self._read_journal(journal)
@@ -299,7 +299,7 @@ def _read_run_file(path, stem):
     try:
         if path.suffix == ".parquet":
             _require_arrow()
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # lazy: pyarrow loads only where rows are stored or read
             df = pq.read_table(path).to_pandas()
         else:
             df = pd.read_csv(path, dtype=str, keep_default_na=True)

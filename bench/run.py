@@ -11,11 +11,17 @@ brings back to wherever mpirun runs: what ``ralp-bench run`` reads (bench/rank_r
 import argparse
 import os
 import sys
+import traceback
+from socket import gethostname
 
+from bench import rank_main
 from bench.config import RunConfig, add_run_arguments, add_setting_arguments
+from bench.data import load_dataset, shard
 from bench.errors import UserError
 from bench.models.build import settled_spec
 from bench.models.sources import check_digest
+from bench.planning import resolve
+from bench.strategy import Shards
 
 
 def parse(argv):
@@ -23,16 +29,12 @@ def parse(argv):
     add_run_arguments(p)
     add_setting_arguments(p, "rank")  # --out, --dump-weights, --cpus-per-host
     cfg = RunConfig.from_args(p.parse_args(argv)).validate()
-    from socket import gethostname
 
     check_digest(cfg.model_spec(), cfg.model_sha256, gethostname())  # the driver's file, on every host
     return cfg
 
 
 def load_shards(cfg: RunConfig):
-    from bench.data import load_dataset, shard
-    from bench.strategy import Shards
-
     spec = settled_spec(cfg.model_spec(), check=False)  # builds only when the driver did not say
     ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, seed=cfg.seed, input_shape=spec.input_shape,
                       num_classes=spec.num_classes, synthetic_size=max(256, 2 * cfg.global_batch))
@@ -47,8 +49,6 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         cfg = parse(argv)
-        from bench import rank_main
-        from bench.planning import resolve
         return rank_main.run_rank(cfg, resolve, load_shards)
     except UserError as exc:
         print(f"ralp-bench: error: {exc}", file=sys.stderr, flush=True)
@@ -57,7 +57,6 @@ def main(argv=None):
         # Left to Python, the failed rank would wait in mpi4py's MPI_Finalize at exit for ranks
         # that wait for it (measured on ssh hosts: a strategy failing in setup hung the run
         # until its deadline); its traceback goes to mpirun's output first, for the log.
-        import traceback
 
         traceback.print_exc()
         sys.stderr.flush()

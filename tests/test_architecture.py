@@ -2,6 +2,10 @@
 
 - import-linter contracts (pyproject.toml [tool.importlinter]) hold: packages import downward;
 - no module imports itself back through others (an import circle), counting imports inside functions;
+- imports sit at the top of their module, where a reader sees them, except TensorFlow, Keras, Horovod
+  and mpi4py (loading them starts runtimes, threads or MPI, so only the ranks that need them do) and
+  an import that says why on its line or the line above (pandas, pyarrow, matplotlib: commands that
+  never read rows or draw must not pay for them);
 - a function over 60 lines says why in its docstring ("Long because"); modules are split by concept,
   with no line cap (issue 36: a cap split files by size, not by what they are);
 - settings validation and the engine's arithmetic import no TensorFlow;
@@ -78,6 +82,27 @@ def test_no_import_circles():
     # The finder itself finds a planted circle, so an empty answer means something.
     assert _import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _import_circles(edges) == []
+
+
+LATE_IMPORTS_WITHOUT_A_REASON = ("tensorflow", "keras", "horovod", "mpi4py")
+
+
+def test_imports_inside_functions_are_the_runtimes_or_say_why():
+    unexplained = []
+    for path in _modules():
+        lines = path.read_text().splitlines()
+        for func in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                module = (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name) or ""
+                said = "#" in lines[node.lineno - 1] or lines[node.lineno - 2].strip().startswith("#")
+                if module.split(".")[0] not in LATE_IMPORTS_WITHOUT_A_REASON and not said:
+                    unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not unexplained, "imports inside functions that do not say why (move them to the top):\n" + \
+        "\n".join(unexplained)
 
 
 def test_long_functions_say_why():

@@ -17,9 +17,12 @@ import argparse
 import json
 from dataclasses import asdict
 
+from rich.console import Console
+from rich.table import Table
+
 from bench.calibration import resolve_hardware
 from bench.cli_help import examples
-from bench.commands.analyze_plot import label_of
+from bench.commands.analyze_plot import label_of, measured_points, plot
 from bench.errors import UserError
 from bench.models.build import settled_spec
 from bench.models.sources import get_spec
@@ -95,8 +98,6 @@ def run(args) -> int:
                     micro_batches=micro_batches)
     plan = analyze(profile, **settings)
     if args.plot:
-        from bench.commands.analyze_plot import measured_points, plot
-
         measured = measured_points(args.results, args.model, args.batch_size, hardware.worker_bandwidth)
         plot(profile, settings, args.plot, measured)
     if args.json:
@@ -117,8 +118,6 @@ def _bound(profile, plan, hardware, p):
 def _bound_table(profile, plan, hardware):
     """Each plan's bound beside its predicted step: how much of the step the plan's own order
     of work costs (fraction of bound = bound / predicted step), and which resource sets the bound."""
-    from rich.table import Table
-
     table = Table(title="Bound per plan: every resource busy at once (each host's compute, each link direction "
                         "at line rate, one latency)")
     for col in ("strategy", "layout", "step time", "bound", "fraction of bound", "bound set by"):
@@ -194,9 +193,6 @@ def _si(value: float, unit: str = "") -> str:
 
 
 def _print_tables(profile, plan, hardware, settings, plot_path):
-    from rich.console import Console
-    from rich.table import Table
-
     console = Console(width=max(Console().width, 160))
     cuts = set(profile.cut_points)
     layers = Table(title=f"{profile.name}: {profile.params:,} parameters, "

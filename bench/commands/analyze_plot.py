@@ -10,6 +10,7 @@ Labels and colours are the strategies' own (bench/strategy_specs.py), so a regis
 strategy is drawn like a built-in one.
 """
 import math
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 from bench.errors import UserError
@@ -48,9 +49,7 @@ def measured_points(results_dir, model: str, batch_size: int, link_bps: float) -
     """Median measured step time per (series, workers) of ``model`` at ``batch_size`` on links of
     ``link_bps`` (within 0.1%), from the store at ``results_dir``; series as in LINE_STYLES, a
     hybrid sharded over S > 1 PS hosts as 'ralp-hybrid:S PS'. Empty when nothing matches."""
-    from pathlib import Path
-
-    from bench.results import ResultStore, is_missing
+    from bench.results import ResultStore, is_missing  # lazy: pandas loads only where rows are read or written
 
     if not Path(results_dir).is_dir():
         return {}
@@ -111,10 +110,10 @@ def _label(series: str) -> str:
 def plot(profile, settings, path, measured=None) -> List[str]:
     """Draw the plot to ``path``; returns its legend's labels. Long because: one figure, its lines, the hybrid's (S, m) marks, the measured markers,
     axes and legend are drawn in sequence; each part is a few lines."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib loads only where a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib loads only where a figure is drawn
 
     series, changes = _predicted(profile, settings)
     hardware = settings["hardware"]

@@ -1,5 +1,8 @@
 """`ralp-bench models`: what the zoo holds, or any model --model accepts, and how FC-heavy each is
 (parameters and FC share from the profiler, ralp/profile.py, which the cost model reads too)."""
+from rich.console import Console
+from rich.table import Table
+
 from bench.models import MODELS
 from bench.models.build import settled_spec
 from bench.models.sources import format_shape, get_spec
@@ -19,9 +22,6 @@ def register(subparsers):
 
 
 def run(args):
-    from rich.console import Console
-    from rich.table import Table
-
     if args.describe:
         specs = [get_spec(s, args.input_shape, args.classes) for s in args.describe]  # spellings first
         title = "ralp-bench models"

@@ -11,6 +11,7 @@ Markdown goes to --out (default results/paper.md) with its two PNGs beside it; t
 goes to stderr.
 """
 import sys
+from pathlib import Path
 from bench.errors import UserError
 
 
@@ -32,13 +33,11 @@ def register(subparsers):
 
 
 def run(args):
-    from pathlib import Path
+    import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    import pandas as pd
-
-    from bench import paper_report
-    from bench.paper_accuracy import accuracy_run
-    from bench.results import ResultStore
+    from bench import paper_report  # lazy: pandas loads only where rows are read or written
+    from bench.paper_accuracy import accuracy_run  # lazy: pandas loads only where rows are read or written
+    from bench.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     store = ResultStore(args.results)
     everything = store.load(quiet=True)

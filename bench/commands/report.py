@@ -34,8 +34,8 @@ def register(subparsers):
 
 
 def run(args):
-    from bench import report
-    from bench.results import ResultStore
+    from bench import report  # lazy: matplotlib loads only where a figure is drawn
+    from bench.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     if not args.threshold > 0:
         raise UserError(f"--threshold must be a positive fraction such as 0.1, got {args.threshold}")

@@ -10,7 +10,9 @@ import sys
 from bench.cli_help import examples
 from bench.clusters import apply_cluster, make_launcher
 from bench.config import RunConfig, add_run_arguments, add_setting_arguments, check_repeats
+from bench.data import validate_data
 from bench.errors import UserError
+from bench.harness import run_many
 from bench.planning import check_cut, check_head_shards, settle_model
 from bench.progress import RunProgress
 
@@ -72,9 +74,6 @@ def configs_from_args(args):
 
 
 def run(args):
-    from bench.data import validate_data
-    from bench.harness import run_many
-
     configs = configs_from_args(args)
     validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
 
@@ -96,6 +95,7 @@ def publish(rows, args):
     """Store the rows (unless --no-store), print the report for them.
 
     Returns (exit code: 3 if any configuration failed, run id, the stored rows)."""
+    # lazy: pandas loads only where rows are read or written
     from bench.results import ResultStore, environment_fields, new_run_id
 
     env = environment_fields()
@@ -108,9 +108,9 @@ def publish(rows, args):
 
 def print_summary(rows, run_id):
     """The speedup table on stdout, one error line per failed configuration; the exit code."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    from bench.report import build_report, to_markdown
+    from bench.report import build_report, to_markdown  # lazy: matplotlib loads only where a figure is drawn
 
     print(to_markdown(build_report(pd.DataFrame(rows), title=f"ralp-bench run {run_id}")[0]))
     failed = [r for r in rows if r["status"] not in ("ok", "noisy")]  # noisy: measured again

@@ -9,13 +9,17 @@ the end the report (Markdown, HTML, PNGs) is written next to the store.
 """
 import argparse
 import sys
+from dataclasses import replace
 from itertools import groupby
+from pathlib import Path
 
 from bench.cli_help import examples
 from bench.clusters import apply_cluster, make_launcher
 from bench.commands.run import add_cluster_arguments, print_summary
 from bench.cpu_steal import STEAL_TRIES, measure_quietly
+from bench.data import validate_data
 from bench.errors import UserError
+from bench.harness import failed_row, run_one
 from bench.planning import predict, resolve, settle_model
 from bench.progress import RunProgress
 from bench.sweep import load_sweep
@@ -51,8 +55,6 @@ def register(subparsers):
 
 
 def run(args):
-    from bench.data import validate_data
-
     sweep = load_sweep(args.file, {"steps": args.steps, "compression": args.compression}, repeats=args.repeats,
                        max_steal=args.max_steal)
     if sweep.shipped_copy:
@@ -129,8 +131,6 @@ def expected_steps(cfg, step_s: float) -> int:
 
 def predicted_step_s(cfg):
     """The cost model's step time for what ``cfg`` will run (None when it has no model of it)."""
-    from dataclasses import replace
-
     try:
         plan = resolve(cfg)
         prediction = predict(replace(cfg, compression=plan.compression), plan.strategy, plan.cut)
@@ -169,8 +169,6 @@ def _run_points(sweep, args, journal, progress):
 def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
     """One point's row, measured again while its CPU steal exceeds ``max_steal``
     (bench/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
-    from bench.harness import run_one
-
     def superseded(row, steal, attempt):
         reason = f"cpu steal {steal:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
         journal.add({**row, "status": "noisy", "failure": reason})
@@ -186,6 +184,7 @@ class _Journal:
     """The sweep's rows, journaled one by one into the result store's pending run."""
 
     def __init__(self, args):
+        # lazy: pandas loads only where rows are read or written
         from bench.results import ResultStore, environment_fields, new_run_id
 
         self.store = None if args.no_store else ResultStore(args.results)
@@ -213,8 +212,6 @@ class _Journal:
         return tuple(None if row.get(k) is None else str(row[k]) for k in POINT_FIELDS)
 
     def has(self, cfg, cluster_fields, repeat=0):
-        from bench.harness import failed_row
-
         return self.key({**failed_row(cfg, "", cluster_fields), "repeat": repeat}) in self.done
 
     def add(self, row):
@@ -238,8 +235,6 @@ def _cluster_args(args, point):
 
 
 def _launcher_or_failed_rows(cluster_args, group, journal, progress):
-    from bench.harness import failed_row
-
     try:
         return make_launcher(cluster_args, group[0].config.workers, group[0].config.ps)
     except UserError as exc:
@@ -250,11 +245,9 @@ def _launcher_or_failed_rows(cluster_args, group, journal, progress):
 
 
 def _publish(journal, args, sweep):
-    from pathlib import Path
+    import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    import pandas as pd
-
-    from bench.report import write_report
+    from bench.report import write_report  # lazy: matplotlib loads only where a figure is drawn
 
     if journal.store is not None:
         journal.store.commit_run(journal.run_id)

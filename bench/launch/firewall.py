@@ -31,6 +31,7 @@ import argparse
 import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from typing import Iterable, List, Sequence
@@ -139,7 +140,6 @@ def host_main(argv: Sequence[str] = None) -> int:
     p.add_argument("action", choices=["install", "remove"])
     p.add_argument("--allow", nargs="*", default=[], help="addresses allowed besides the hosts' (the driver's)")
     args = p.parse_args(argv)
-    import socket
 
     host = socket.gethostname()
     addresses = own_addresses()

@@ -17,6 +17,7 @@ to last byte. Efficiency = line-rate time / measured time (1.0 = line rate
 after Ethernet/IP/TCP framing, which is why ``GOODPUT`` scales the rate).
 """
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -82,7 +83,6 @@ def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env
     argv = (cluster.mpirun_prefix() + ["mpirun"] + cluster.mpirun_args(slots)
             + [a for name in sorted(BASE_ENV) for a in ("-x", name)]
             + _probe_argv("allreduce", floats, repeats, ops, cluster.subnet))
-    import os
 
     out = subprocess.run(argv, capture_output=True, text=True, timeout=900, env={**os.environ, **BASE_ENV, **(env or {})})
     if out.returncode != 0:

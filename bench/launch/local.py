@@ -12,6 +12,7 @@ import sys
 from typing import Dict
 
 from bench.launch.base import LaunchSpec, Launcher, mpirun_path
+from bench.launch.firewall import NOT_ROOT_HINT
 
 # Brings the namespace's loopback up, then becomes mpirun (same process: the launch's process
 # group, which run_mpirun kills, still holds every rank).
@@ -23,8 +24,6 @@ class LocalLauncher(Launcher):
 
     def __enter__(self):
         if os.geteuid() != 0:
-            from bench.launch.firewall import NOT_ROOT_HINT
-
             print(f"ralp-bench: warning: not root, so no loopback-only namespace: {NOT_ROOT_HINT}", file=sys.stderr)
         return self
 

@@ -37,6 +37,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import List, Optional
@@ -83,8 +84,6 @@ def shared_paths() -> List[str]:
     environment and the project's code. Only those under a machine's private mounts (/tmp,
     /dev/shm, /run: a clone in /tmp, a test's scratch copy) need binding back; nested ones
     come with their parent."""
-    import sys
-
     here = (os.getcwd(), sys.prefix, os.path.dirname(os.path.dirname(bench.__file__)))
     candidates = {os.path.realpath(c) for c in here}
     private = sorted(c for c in candidates if _under(c, PRIVATE_MOUNTS))

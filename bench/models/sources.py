@@ -15,8 +15,10 @@ its SHA-256 (``model_digest``) is taken by the driver, recorded in the row, and 
 every rank before it builds anything.
 """
 import hashlib
+import importlib.util
 import os
 import re
+import sys
 from dataclasses import replace
 from typing import Optional, Tuple
 
@@ -98,7 +100,6 @@ def model_file(spec) -> Optional[str]:
         target = spec.source.rpartition(":")[0]
         if target.endswith(".py"):
             return target
-        import importlib.util
 
         importable_from_cwd()
         try:
@@ -139,8 +140,6 @@ def importable_from_cwd():
     """Put the working directory on the module path, as ``python -m`` does: ``--model
     mypackage.nets:build`` then finds a package beside the user, whether ``ralp-bench`` runs
     as a console script (whose path starts at its bin directory) or as ``python -m``."""
-    import sys
-
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
