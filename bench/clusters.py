@@ -85,15 +85,14 @@ def _refuse_passthrough(args):
 def apply_cluster(cfg, launcher):
     """What the analyzer must assume for ``cfg`` on this cluster: the launcher's links where it
     knows them (emulated: as built, scaled or not; hosts: as stated), else the run's own link
-    flags; the per-host CPU quota the calibration runs under; and where it runs (``calibrate_on``)."""
-    if launcher.link is not None:
-        for name, value in launcher.link.flags().items():
-            setattr(cfg, name, value)
-    cfg.cpus_per_host = launcher.cluster_fields().get("cpus_per_host")
-
+    flags; the per-host CPU quota the calibration runs under; and where it runs (``calibrate_on``).
+    Returns the settled configuration (RunConfig is frozen: nothing changes a run's settings behind
+    the caller's back)."""
+    links = launcher.link.flags() if launcher.link is not None else {}
+    cfg = replace(cfg, **links, cpus_per_host=launcher.cluster_fields().get("cpus_per_host"))
     layout = RankLayout.for_run(cfg, "ps")
-    cfg.workers_per_host = launcher.workers_per_host(layout)
-    cfg.calibrate_on = _calibration_host(cfg, launcher, layout)
+    return replace(cfg, workers_per_host=launcher.workers_per_host(layout),
+                   calibrate_on=_calibration_host(cfg, launcher, layout))
 
 
 def _calibration_host(cfg, launcher, layout):

@@ -40,7 +40,7 @@ def setting(default=None, help=None, *, cli=("run",), rank=True, row=None, choic
     return field(default=default, metadata=meta)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """Every run setting, declared once: the flags of ``ralp-bench run`` and of each rank
     (``add_setting_arguments``), the sweep keys (bench/sweep.py), what the ranks are sent
@@ -188,15 +188,22 @@ class RunConfig:
         return cls(**{k: v for k, v in vars(args).items() if k in names and v is not None})
 
     def validate(self) -> "RunConfig":
+        """The configuration in its one spelling (input shape, codec), checked (``_check``), with
+        the README tests' smoke limits applied: a new frozen RunConfig, the only kind that runs."""
+        model = self.model_spec()  # a bad spelling, shape or class count: one line naming the fix
+        # One spelling from here on: planning, predictions and rows compare them as text.
+        cfg = dataclasses.replace(self, input_shape=format_shape(model.input_shape) if self.input_shape else None,
+                                  compression=str(self.compression).strip().lower())
+        cfg._check()
+        if cfg.train_to_accuracy is not None and cfg.eval_every < 1:
+            cfg = dataclasses.replace(cfg, eval_every=10)
+        return smoke_limits(cfg)
+
+    def _check(self):
         """Refuse bad settings with one line naming the fix, before anything starts. Long because
         it is a flat list of independent checks, one per setting, easier to read in one place."""
-        model = self.model_spec()  # a bad spelling, shape or class count: one line naming the fix
-        self.input_shape = format_shape(model.input_shape) if self.input_shape else None
         if self.strategy != "auto":
             spec_of(self.strategy)  # one line naming the valid strategies
-
-        # One spelling from here on: planning, predictions and rows compare it as text.
-        self.compression = str(self.compression).strip().lower()
         if self.compression != "auto":  # auto: the analyzer picks (bench.planning)
             parse_codec(self.compression)  # a bad codec spec fails here, before anything is launched
         if self.strategy != "auto" and not spec_of(self.strategy).codecs and self.compression != "none":
@@ -255,9 +262,6 @@ class RunConfig:
             raise UserError("--horovod-fusion-mb must be >= 0 and --horovod-cycle-ms > 0, e.g. 64 and 5")
         if self.calibration not in CALIBRATIONS:
             raise UserError(f"--calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
-        if self.train_to_accuracy is not None and self.eval_every < 1:
-            self.eval_every = 10
-        return smoke_limits(self)
 
 
 def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):
@@ -308,10 +312,10 @@ def smoke() -> bool:
 
 
 def smoke_limits(cfg: "RunConfig") -> "RunConfig":
-    if smoke():
-        cfg.steps = min(cfg.steps, SMOKE_STEPS)
-        cfg.warmup_steps = min(cfg.warmup_steps, SMOKE_WARMUP)
-        cfg.target_ci = cfg.max_steps = cfg.time_cap = None
-        if cfg.train_to_accuracy is not None:
-            cfg.train_to_accuracy, cfg.eval_every = None, 0
+    if not smoke():
+        return cfg
+    cfg = dataclasses.replace(cfg, steps=min(cfg.steps, SMOKE_STEPS), warmup_steps=min(cfg.warmup_steps, SMOKE_WARMUP),
+                              target_ci=None, max_steps=None, time_cap=None)
+    if cfg.train_to_accuracy is not None:
+        cfg = dataclasses.replace(cfg, train_to_accuracy=None, eval_every=0)
     return cfg

@@ -10,7 +10,7 @@ strategy, or together with the strategy under ``--strategy auto``).
 """
 import math
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Optional
 
@@ -55,9 +55,8 @@ def settle_model(cfg: RunConfig) -> RunConfig:
     if spec.kind == "zoo":
         return cfg
     settled = settled_spec(spec)
-    cfg.input_shape, cfg.classes = format_shape(settled.input_shape), settled.num_classes
-    cfg.model_sha256 = model_digest(spec)
-    return cfg
+    return replace(cfg, input_shape=format_shape(settled.input_shape), classes=settled.num_classes,
+                   model_sha256=model_digest(spec))
 
 
 def hardware_for(cfg: RunConfig):

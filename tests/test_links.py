@@ -28,12 +28,12 @@ def test_asymmetric_delayed_links_shape_the_nics_the_row_and_the_cost_model_alik
     fields = launcher.cluster_fields()
     assert (fields["link_bps"], fields["ps_link_bps"], fields["latency_s"]) == (100e6, 400e6, 2e-4)
     cfg = RunConfig(model="alexnet_cifar", strategy="ps", hardware="v100-10gbe").validate()
-    apply_cluster(cfg, launcher)
+    cfg = apply_cluster(cfg, launcher)
     hw = hardware_for(cfg)
     assert (hw.worker_bandwidth, hw.ps_bandwidth, hw.latency_s) == (100e6, 400e6, pytest.approx(2e-4))
     # and the prediction moves with them: a 4x faster PS link shortens the PS step, latency lengthens it
     slow_ps = RunConfig(model="alexnet_cifar", strategy="ps", hardware="v100-10gbe").validate()
-    apply_cluster(slow_ps, EmulatedLauncher(2, 1, LinkSpec.parse("100mbit"), cpus_per_host=0))
+    slow_ps = apply_cluster(slow_ps, EmulatedLauncher(2, 1, LinkSpec.parse("100mbit"), cpus_per_host=0))
     assert predict(cfg, "ps", None).step_time_s < predict(slow_ps, "ps", None).step_time_s
 
 

@@ -72,7 +72,7 @@ def plan_cell(argv):
     args = build_parser().parse_args(["run", "--cluster", "local", *argv])
     try:
         (cfg,) = configs_from_args(args)
-        apply_cluster(cfg, LocalLauncher())
+        cfg = apply_cluster(cfg, LocalLauncher())
         plan = resolve(cfg)
         check_head_shards(cfg, plan.strategy, plan.cut)
     except UserError as exc:

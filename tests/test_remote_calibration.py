@@ -92,8 +92,7 @@ def _cluster(tmp_path, hardware=None):
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("127.0.0.1 slots=1\nlocalhost slots=1\n")
     cfg = RunConfig(model="lenet_mnist", strategy="ps", workers=1, hardware=hardware).validate()
-    apply_cluster(cfg, HostsLauncher(str(hostfile), firewall=False))
-    return cfg
+    return apply_cluster(cfg, HostsLauncher(str(hostfile), firewall=False))
 
 
 def test_a_cluster_run_calibrates_on_its_first_worker_host_and_rows_say_so(cache, tmp_path):

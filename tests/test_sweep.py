@@ -191,7 +191,7 @@ def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatc
 
     import pandas as pd
 
-    import bench.harness
+    import bench.commands.sweep
     from bench.commands.sweep import _Journal, _measure
     from bench.progress import RunProgress
     from bench.report_summary import summarize
@@ -203,7 +203,7 @@ def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatc
 
     def measure(steals, max_steal):
         seq, count = iter(steals), iter(range(len(steals)))
-        monkeypatch.setattr(bench.harness, "run_one", lambda *a, **k: new_row(
+        monkeypatch.setattr(bench.commands.sweep, "run_one", lambda *a, **k: new_row(
             model=cfg.model, strategy=cfg.strategy, workers=cfg.workers, status="ok", cpu_steal=next(seq),
             images_per_sec=100.0 / (1 + next(count)), step_time_median_s=0.1))
         journal = _Journal(args)

@@ -60,7 +60,7 @@ def test_a_saved_model_file_keeps_its_weights_and_its_hash_is_checked(tmp_path):
     cfg = RunConfig(model=path, strategy="ps").validate()
     from bench.planning import settle_model
 
-    settle_model(cfg)
+    cfg = settle_model(cfg)
     assert (cfg.input_shape, cfg.classes, cfg.model_sha256) == ("28,28,1", 10, model_digest(cfg.model_spec()))
     loaded = get_model(settled_spec(cfg.model_spec()), seed=0)  # the file's weights, not the seed's
     for a, b in zip(original.get_weights(), loaded.get_weights()):

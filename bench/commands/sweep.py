@@ -63,7 +63,7 @@ def run(args):
         validate_data(ds, data_dir)
 
     for point in sweep.points:  # a user's model is built and checked once, before anything runs
-        settle_model(point.config)
+        point.config = settle_model(point.config)
     if args.dry_run:
         return _dry_run(sweep, args)
     journal = _Journal(args)
@@ -102,8 +102,7 @@ def _dry_run(sweep, args):
         launcher = make_launcher(cluster_args, group[0].config.workers, group[0].config.ps)
         total += CLUSTER_UP_S
         for point in group:
-            cfg = point.config
-            apply_cluster(cfg, launcher)
+            cfg = apply_cluster(point.config, launcher)
             step = predicted_step_s(cfg)
             seconds = STARTUP_S + (cfg.warmup_steps + expected_steps(cfg, step)) * step if step else None
             total += (seconds or STARTUP_S) * sweep.repeats
@@ -149,7 +148,7 @@ def _run_points(sweep, args, journal, progress):
             continue
         todo = []
         for point in group:
-            apply_cluster(point.config, launcher)
+            point.config = apply_cluster(point.config, launcher)
         # Repeats interleaved (A B C A B C), so drift over the sweep hits every point alike.
         for repeat in range(sweep.repeats):
             for point in group:
