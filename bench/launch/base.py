@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from bench.errors import RunFailed, UserError, log_file, one_line
+from bench.launch import processes
 from bench.roles import RankLayout
 
 # Every rank runs with the same environment: quiet TF, mpirun allowed as root.
@@ -207,7 +208,7 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
     try:
         while proc.poll() is None:
             if len(phases) < world and time.monotonic() - started > STARTUP_S:
-                _kill_group(proc)
+                _stop_launch(proc)
                 reader.join(5)
                 missing = [layout.describe(r) for r in range(world) if r not in phases]
                 raise LaunchStalled(f"mpirun did not start {', '.join(missing)} within {STARTUP_S:.0f}s")
@@ -216,20 +217,20 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
             if finished_at is not None and time.monotonic() - finished_at > EXIT_GRACE_S:
                 lines.append(f"ralp-bench: note: ranks did not exit {EXIT_GRACE_S:.0f}s after the result; "
                              "stopped them\n")
-                _kill_group(proc)
+                _stop_launch(proc)
                 reader.join(5)
                 return "".join(lines)
             if time.monotonic() > deadline:
-                _kill_group(proc)
+                _stop_launch(proc)
                 reader.join(5)
                 raise RunFailed(f"run exceeded its {timeout_s:.0f}s deadline and was stopped; "
                                 f"{diagnose(''.join(lines), layout)}{_where(phases, layout)}")
             time.sleep(0.1)
     except KeyboardInterrupt:
-        _kill_group(proc)
+        _stop_launch(proc)
         raise
     finally:
-        _kill_group(proc)
+        _stop_launch(proc)
     reader.join(5)
     output = "".join(lines)
     if proc.returncode != 0:
@@ -281,17 +282,11 @@ def _pump(proc, lines, phases, on_progress, echo, log, result=None):
                 sys.stderr.write(line)
 
 
-def _kill_group(proc):
-    """SIGTERM the launch's process group, then SIGKILL whatever is left."""
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
+def _stop_launch(proc):
+    """Stop the launch: mpirun and every rank it started (they share its session, not its
+    process group: bench/launch/processes.py), then reap mpirun."""
+    processes.stop(lambda: processes.session_members(proc.pid))
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import time
 
+from bench.launch import processes
+
 
 class NetnsError(RuntimeError):
     """An `ip`/`tc` command failed; the message carries the command and stderr."""
@@ -50,26 +52,11 @@ def netns_pids(ns):
 
 
 def kill_netns_processes(ns, grace_s=2.0):
-    """SIGTERM every process inside ``ns``, then SIGKILL whatever is left after ``grace_s``.
-
-    Our own pid is never signalled (a process that entered the namespace itself
-    may be the one tearing it down).
-    """
+    """SIGTERM every process inside ``ns``, then SIGKILL whatever is left after ``grace_s``;
+    the pids that would not die. Our own pid is never signalled (a process that entered the
+    namespace itself may be the one tearing it down)."""
     me = os.getpid()
-    pids = [p for p in netns_pids(ns) if p != me]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
-        while time.monotonic() < deadline:
-            pids = [p for p in netns_pids(ns) if p != me]
-            if not pids:
-                return []
-            time.sleep(0.05)
-    return pids
+    return processes.stop(lambda: [p for p in netns_pids(ns) if p != me], grace_s=grace_s)
 
 
 def delete_netns(ns):

@@ -1,0 +1,51 @@
+"""Stopping a set of processes: a launch's whole session, or everything inside a namespace.
+
+Why by session and not by process group: mpirun is started in a session of its own, but Open
+MPI puts each rank it forks in a process group of its own (``setpgid`` in its launcher), so
+signalling mpirun's group reaches mpirun alone. mpirun forwards a SIGTERM to its ranks, but
+when it is slow to (a loaded 2-core machine, ranks still importing TensorFlow) and is then
+SIGKILLed, the ranks are orphaned and run on. Every process mpirun starts keeps its session
+id, so the session names them all, orphans included (CI, 2026-12-05: an interrupted sweep
+left mpirun and both ranks of its second point running)."""
+import os
+import signal
+import time
+from typing import Callable, Iterable, List
+
+
+def session_members(sid: int) -> List[int]:
+    """Live processes (not zombies) whose session id is ``sid``, never this process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # fields after the command (which may hold spaces and parentheses): state, ppid, pgrp, session
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(entry))
+    return found
+
+
+def stop(find: Callable[[], Iterable[int]], grace_s: float = 3.0, kill_wait_s: float = 5.0) -> List[int]:
+    """SIGTERM every process ``find`` returns, SIGKILL whatever is left after ``grace_s``;
+    the pids still there ``kill_wait_s`` later (normally none). ``find`` is asked again at
+    each step, so a process started meanwhile (a rank mpirun was forking) is signalled too."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+        pids = list(find())
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pids = list(find())
+        if not pids:
+            return []
+    return pids

@@ -1,0 +1,61 @@
+"""Stopping a launch reaches every rank: Open MPI puts each rank in a process group of its own,
+so only the session names them all (bench/launch/processes.py)."""
+import os
+import subprocess
+import sys
+import time
+
+from bench.launch import processes
+from bench.launch.base import BASE_ENV, _stop_launch, mpirun_path
+
+# A leader that starts a child the way Open MPI starts a rank (its own process group, same
+# session); both ignore SIGTERM, as a rank busy in C code or in MPI_Finalize may, in effect.
+_LEADER = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+    preexec_fn=lambda: os.setpgid(0, 0))
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_mpirun_starts_each_rank_in_its_own_process_group_but_in_its_session():
+    """The premise: signalling mpirun's process group does not reach its ranks."""
+    code = "import os; print(os.getpgid(0), os.getsid(0), os.getppid(), flush=True)"
+    proc = subprocess.run([mpirun_path(), "-np", "2", "--oversubscribe", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=120, start_new_session=True,
+                          env={**os.environ, **BASE_ENV})
+    assert proc.returncode == 0, proc.stderr
+    ranks = [tuple(map(int, line.split())) for line in proc.stdout.split("\n") if line.strip()]
+    assert len(ranks) == 2
+    for pgid, sid, mpirun in ranks:
+        assert sid == mpirun and pgid != mpirun
+
+
+def test_stopping_a_launch_stops_children_outside_its_process_group():
+    proc = subprocess.Popen([sys.executable, "-c", _LEADER], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    child = int(proc.stdout.readline())
+    assert os.getpgid(child) == child != proc.pid and os.getsid(child) == proc.pid
+    assert sorted(processes.session_members(proc.pid)) == sorted([proc.pid, child])
+    started = time.monotonic()
+    _stop_launch(proc)
+    assert proc.returncode is not None and not _alive(child)
+    assert processes.session_members(proc.pid) == []
+    assert time.monotonic() - started < 10  # SIGTERM ignored: SIGKILL after the 3 s grace
+
+
+def test_stop_returns_at_once_when_nothing_is_left():
+    started = time.monotonic()
+    assert processes.stop(lambda: []) == []
+    assert time.monotonic() - started < 0.5
