@@ -4,6 +4,9 @@ import os
 import subprocess
 import sys
 import time
+import uuid
+
+import pytest
 
 from bench.launch import processes
 from bench.launch.base import BASE_ENV, _stop_launch, mpirun_path
@@ -14,7 +17,7 @@ _LEADER = """
 import os, signal, subprocess, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 child = subprocess.Popen([sys.executable, "-c",
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)", *sys.argv[1:]],
     preexec_fn=lambda: os.setpgid(0, 0))
 print(child.pid, flush=True)
 time.sleep(600)
@@ -59,3 +62,25 @@ def test_stop_returns_at_once_when_nothing_is_left():
     started = time.monotonic()
     assert processes.stop(lambda: []) == []
     assert time.monotonic() - started < 0.5
+
+
+def _with_argument(token):
+    """Pids of live processes whose command line holds ``token``."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if token.encode() in f.read() and _alive(int(entry)):
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_command_that_times_out_is_stopped_with_what_it_started():
+    """processes.run (the firewall's and the all-reduce probe's mpirun): subprocess.run would
+    SIGKILL the leader alone and leave the child running."""
+    token = f"ralp-orphan-{uuid.uuid4().hex}"
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.run([sys.executable, "-c", _LEADER, token], timeout=2)
+    assert _with_argument(token) == []

@@ -37,6 +37,7 @@ import sys
 from typing import Iterable, List, Sequence
 
 from bench.errors import UserError
+from bench.launch import processes
 from bench.launch.base import BASE_ENV
 from bench.launch.nic import ipv4_interfaces
 
@@ -203,8 +204,8 @@ class Firewall:
     def _on_hosts(self, action: str, allow: List[str]) -> dict:
         program = [sys.executable, "-m", "bench.launch.firewall", action] + (["--allow", *allow] if allow else [])
         try:
-            out = subprocess.run(self.launch_argv(program), capture_output=True, text=True, timeout=self.timeout_s,
-                                 env={**os.environ, **BASE_ENV, **self.env}, start_new_session=True)
+            out = processes.run(self.launch_argv(program), timeout=self.timeout_s,
+                                env={**os.environ, **BASE_ENV, **self.env})
         except subprocess.TimeoutExpired:
             raise UserError(f"firewall {action}: mpirun did not reach every host within {self.timeout_s:.0f}s; "
                             "check that the hosts are reachable (ssh, Slurm)") from None

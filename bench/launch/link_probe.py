@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
+from bench.launch import processes
 from bench.launch.base import BASE_ENV
 
 GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
@@ -84,7 +85,7 @@ def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env
             + [a for name in sorted(BASE_ENV) for a in ("-x", name)]
             + _probe_argv("allreduce", floats, repeats, ops, cluster.subnet))
 
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=900, env={**os.environ, **BASE_ENV, **(env or {})})
+    out = processes.run(argv, timeout=900, env={**os.environ, **BASE_ENV, **(env or {})})
     if out.returncode != 0:
         raise RuntimeError(f"all-reduce probe failed: {out.stdout[-1500:]}{out.stderr[-1500:]}")
     seconds = json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])["seconds"]

@@ -9,6 +9,7 @@ id, so the session names them all, orphans included (CI, 2026-12-05: an interrup
 left mpirun and both ranks of its second point running)."""
 import os
 import signal
+import subprocess
 import time
 from typing import Callable, Iterable, List
 
@@ -49,3 +50,19 @@ def stop(find: Callable[[], Iterable[int]], grace_s: float = 3.0, kill_wait_s: f
         if not pids:
             return []
     return pids
+
+
+def run(argv, timeout: float, **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True, timeout=...)`` for a command that
+    starts others (mpirun and its ranks or its ssh clients): in a session of its own, and on a
+    timeout or an interrupt the whole session is stopped, not the command alone (which is what
+    subprocess.run kills, orphaning the rest)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop(lambda: session_members(proc.pid))
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
