@@ -136,7 +136,7 @@ class RunConfig:
         return self.strategy in SPECS and SPECS[self.strategy].priced_as in PIPELINED
 
     def _rings_tower(self) -> bool:
-        """Does the strategy sum its tower's gradients in the in-graph ring (ralp/hybrid.py)?"""
+        """Does the strategy sum its tower's gradients in the in-graph ring (strategies/ralp_hybrid.py)?"""
         return self.strategy in SPECS and SPECS[self.strategy].priced_as == "ralp-hybrid"
 
     def colocated(self, strategy: str) -> bool:

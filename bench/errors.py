@@ -9,15 +9,12 @@ import re
 import time
 import traceback
 
+from ralp.errors import UserError  # the engine's, so that it imports nothing above it
+
 # "ValueError: ...", "tensorflow.python.framework.errors_impl.InternalError: ...", "KeyError"
 _TRACEBACK = "Traceback (most recent call last)"
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
 
-
-class UserError(Exception):
-    """A problem with the input or the environment that the user can fix."""
-
-    exit_code = 2
 
 
 class RunFailed(UserError):

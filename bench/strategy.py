@@ -3,9 +3,9 @@
 A strategy owns the model's placement and one synchronous training step; the
 trainer (bench/trainer.py) owns the timing, evaluation and traffic metering,
 so every strategy is measured by the same code. Strategies live one per
-module: baselines/ps.py, baselines/ps_async.py, baselines/horovod.py and
-ralp/placement.py, and the one-process reference
-baselines/single.py; the harness depends on them, never the reverse.
+module: strategies/ps.py, strategies/ps_async.py, strategies/horovod.py and
+strategies/ralp_placement.py, and the one-process reference
+strategies/single.py; the harness depends on them, never the reverse.
 """
 import abc
 import importlib

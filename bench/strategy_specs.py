@@ -58,19 +58,19 @@ def register(spec: StrategySpec) -> StrategySpec:
 
 
 for _spec in (
-    StrategySpec("single", "baselines.single:SingleProcess", "single",
+    StrategySpec("single", "strategies.single:SingleProcess", "single",
                  "one process alone, no communication (the scaling-efficiency reference)", "#7f7f7f",
                  priced_as="horovod", codecs=False, one_batch_per_step=True, label="single process"),
-    StrategySpec("ps", "baselines.ps:SyncPS", "tf", "synchronous parameter server (TensorFlow)", "#d62728",
+    StrategySpec("ps", "strategies.ps:SyncPS", "tf", "synchronous parameter server (TensorFlow)", "#d62728",
                  priced_as="ps", colocatable=True, link_pattern="fan-in", label="sync PS"),
-    StrategySpec("ps-async", "baselines.ps_async:AsyncPS", "tf",
+    StrategySpec("ps-async", "strategies.ps_async:AsyncPS", "tf",
                  "asynchronous parameter server (ParameterServerStrategy)", "#ff7f0e", codecs=False,
                  link_pattern="fan-in", label="async PS"),
-    StrategySpec("horovod", "baselines.horovod:HorovodAllreduce", "workers", "Horovod ring all-reduce",
+    StrategySpec("horovod", "strategies.horovod:HorovodAllreduce", "workers", "Horovod ring all-reduce",
                  "#1f77b4", priced_as="horovod", link_pattern="all-reduce", label="Horovod (ring)"),
-    StrategySpec("ralp", "ralp.placement:LayerPlacement", "tf", "FC layers on the PS (RALP)", "#2ca02c",
+    StrategySpec("ralp", "strategies.ralp_placement:LayerPlacement", "tf", "FC layers on the PS (RALP)", "#2ca02c",
                  priced_as="ralp", link_pattern="fan-in", splits=True, label="FC-on-PS"),
-    StrategySpec("ralp-hybrid", "ralp.hybrid:HybridPlacement", "tf",
+    StrategySpec("ralp-hybrid", "strategies.ralp_hybrid:HybridPlacement", "tf",
                  "conv tower all-reduced among the workers, FC layers on the PS (hybrid)", "#9467bd",
                  priced_as="ralp-hybrid", link_pattern="fan-in", splits=True, label="hybrid"),
 ):

@@ -3,7 +3,7 @@
 Why nothing is put on sys.path here: asv builds each commit it measures into its
 own env (asv.conf.json: one virtualenv, the commit's wheel installed ``--no-deps``
 by ci/asv-install) and imports only this directory from the working tree. So
-``bench``/``ralp``/``baselines`` below, and the MPI ranks the training benchmarks
+``bench``/``ralp``/``strategies`` below, and the MPI ranks the training benchmarks
 start with the env's python, are the measured commit's code, not the checkout's.
 asv loads this package by its own name only (asv_runner's SpecificImporter), so the
 checkout's ``bench/`` beside it never shadows the installed one. Hence also: the

@@ -33,7 +33,7 @@ micro-batches (see the constant). ``Plan`` records the S, m and layout it chose.
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from bench.errors import UserError
+from ralp.errors import UserError
 from ralp.cost_model import (PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS,
                              CODECS_OF, Prediction, parse_compression, predict)
 from ralp.hardware import Hardware, load_hardware

@@ -1,4 +1,4 @@
-"""Which gradients each ring of a bucketed all-reduce carries: the rule ralp/hybrid.py runs and
+"""Which gradients each ring of a bucketed all-reduce carries: the rule strategies/ralp_hybrid.py runs and
 ralp/strategy_costs.py prices, in one place without TensorFlow (as ralp/sharding.py is for
 the PS's variables).
 """

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
-from bench.errors import UserError
+from ralp.errors import UserError
 
 KINDS = ("none", "fp16", "int8", "topk")
 VALID_SPECS = "none, fp16, int8, topk:<fraction in (0, 1]> (e.g. topk:0.01)"

@@ -113,7 +113,7 @@ per-micro-batch op launches, which is why the analyzer wants a clear gain before
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
 
-from bench.errors import UserError
+from ralp.errors import UserError
 from ralp.hardware import PASS_FLOPS, Hardware  # noqa: F401 (re-exported)
 from ralp.step_cost import (  # noqa: F401 (re-exported)
     CODEC_PASSES, FUSION_PASSES, HYBRID_BUCKET_MB, TRAIN_FLOPS_FACTOR, UPDATE_PASSES, Setting, StepCost,

@@ -9,7 +9,7 @@ Input, every layer after the cut in topological order, following the graph.
 """
 from typing import Dict, Tuple
 
-from bench.errors import UserError
+from ralp.errors import UserError
 from ralp.profile import _ensure_graph, graph_nodes, profile_model
 
 

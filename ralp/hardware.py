@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional
 
-from bench.errors import UserError
+from ralp.errors import UserError
 
 ACHIEVED_FRACTION = 0.5
 DEFAULT_PRESET = "v100-10gbe"

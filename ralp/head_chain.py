@@ -1,6 +1,6 @@
 """Is the head after a cut a plain chain of Dense layers? (what a sharded hybrid head needs)
 
-Why a module of its own: the hybrid can shard its head over S PS tasks (ralp/sharded_head.py)
+Why a module of its own: the hybrid can shard its head over S PS tasks (strategies/sharded_head.py)
 only when the head is Flatten/Reshape followed by Dense layers, each consuming the previous
 one's output; the cost model must know the same thing, and why not, from the profile alone
 (no TensorFlow: the cost model and the analyzer run without it). A profile records no graph

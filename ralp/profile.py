@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bench.errors import UserError
+from ralp.errors import UserError
 from ralp.head_chain import head_chain
 from ralp.sharding import creation_elements
 

@@ -11,7 +11,7 @@ The formulas are in ralp/cost_model.py's docstring.
 """
 from typing import Callable, Dict, Tuple
 
-from bench.errors import UserError
+from ralp.errors import UserError
 from ralp.buckets import MIB, buckets
 from ralp.colocated_ps_cost import colocated_ps_cost
 from ralp.head_chain import head_chain
@@ -100,7 +100,7 @@ def fc_on_ps_cost(s: Setting) -> StepCost:
 def head_beside_backward(s: Setting, head_train: float, p_head: float, shards: int = 1) -> float:
     """The head's PS work that does not hold up the workers: its weight gradients (a third of its
     training FLOPs: forward, input gradients, weight gradients) and its momentum update. In the
-    one TensorFlow graph of a step (ralp/placement.py, ralp/hybrid.py) they depend only on the
+    one TensorFlow graph of a step (strategies/ralp_placement.py, strategies/ralp_hybrid.py) they depend only on the
     head's upstream gradient, so the PS runs them while the activation gradients travel back
     and the workers run the tower's backward. Measured on the emulated cluster (prediction over
     measurement - 1): without this RALP's step was over-predicted in every compute-bound cell
@@ -115,12 +115,12 @@ def head_beside_backward(s: Setting, head_train: float, p_head: float, shards: i
 
 
 def hybrid_cost(s: Setting) -> StepCost:
-    """Hybrid (ralp/hybrid.py): the tower data-parallel, its gradients ring-all-reduced among the
+    """Hybrid (strategies/ralp_hybrid.py): the tower data-parallel, its gradients ring-all-reduced among the
     workers in buckets of whole layers (``ring_buckets``; each laid end to end: a copy in and out,
     (W-1)/W sums, every replica's update), each bucket's ring leaving as the backward passes its
     layers (``streamed``, as RALP's push; one bucket: after the whole backward); the head on the
     PS, fed by activations. With S > 1 PS tasks the head's Dense chain is sharded over them
-    (ralp/sharded_head.py, ``_sharded_head``): activations go up in feature slices and the PS
+    (strategies/sharded_head.py, ``_sharded_head``): activations go up in feature slices and the PS
     tasks exchange partial sums (fp32). With m micro-batches the activations, the head and the
     tower's forward and backward form a pipeline; the rings and the updates follow once (no
     overlap priced there). The rings' latency counts once (2(W-1) hops): each bucket's ring
@@ -162,7 +162,7 @@ def hybrid_cost(s: Setting) -> StepCost:
 def ring_buckets(s: Setting, cut: str) -> Tuple[Tuple[float, float], ...]:
     """The hybrid's ring buckets over the tower's layers (``tower_layers``), forward order, as
     (share of the backward's FLOPs, share of the ring's bytes): ralp/buckets.py ``buckets``, the
-    rule ralp/hybrid.py runs, on each layer's fp32 gradient bytes. (The profile's parameters
+    rule strategies/ralp_hybrid.py runs, on each layer's fp32 gradient bytes. (The profile's parameters
     count batch-norm statistics, which the ring does not carry: a few bytes' difference.)"""
     layers = tower_layers(s.profile, cut)
     p_tower = s.profile.split_sizes(cut)[0]

@@ -8,7 +8,7 @@ worker 0 instead of W to the PS). Same arithmetic as sync PS, so the same weight
 """
 import tensorflow as tf
 
-from baselines.ps import InGraphStrategy, dense
+from strategies.ps import InGraphStrategy, dense
 from bench.strategy import loss_fn
 
 

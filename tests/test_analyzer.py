@@ -69,7 +69,7 @@ def test_global_pooling_models_do_not_split(model, bandwidth):
 def test_the_joint_search_picks_the_hybrid_where_it_wins_and_not_where_it_loses():
     """VGG-16 on V100 + 10 GbE: the hybrid keeps the tower's bytes off the PS link, so it beats
     FC-on-PS and the ring up to 128 workers (64 with one fused ring after the backward, before its
-    rings ran in buckets under it: ralp/hybrid.py); beyond, the head's W x B activations through
+    rings ran in buckets under it: strategies/ralp_hybrid.py); beyond, the head's W x B activations through
     one PS host cost more than the ring's all-reduce, which is picked (README, the table).
     Unpipelined (micro_batches=1): with micro-batches the crossover moves to 512 workers
     (tests/test_joint_search.py). At 128 workers fc1 joins the tower: its gradients' ring runs

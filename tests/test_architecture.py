@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-PACKAGES = ("bench", "ralp", "baselines")
+PACKAGES = ("bench", "ralp", "strategies")
 
 
 def _modules():

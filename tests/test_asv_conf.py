@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "benchmarks"
 INSTALL = ROOT / "ci" / "asv-install"
-# What bench, ralp and baselines import at run time (Horovod comes from ci/asv-install).
+# What bench, ralp and strategies import at run time (Horovod comes from ci/asv-install).
 RUNTIME = {"tensorflow-cpu", "numpy", "mpi4py", "pandas", "pyarrow", "matplotlib", "rich"}
 
 

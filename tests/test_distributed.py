@@ -61,7 +61,7 @@ def reference():
 
 
 # Variants beyond the strategy's defaults: the hybrid's head sharded over 2 PS tasks, its
-# batches pipelined in 4 micro-batches, both (ralp/sharded_head.py, ralp/hybrid.py).
+# batches pipelined in 4 micro-batches, both (strategies/sharded_head.py, strategies/ralp_hybrid.py).
 VARIANTS = {"ps-colocated": dict(strategy="ps", ps_placement="colocated"),
             "hybrid-sharded": dict(strategy="ralp-hybrid", ps=2),
             "hybrid-pipelined": dict(strategy="ralp-hybrid", micro_batches=4),

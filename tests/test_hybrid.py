@@ -1,4 +1,4 @@
-"""The hybrid placement's in-graph ring all-reduce (ralp/hybrid.py): the sum on every device,
+"""The hybrid placement's in-graph ring all-reduce (strategies/ralp_hybrid.py): the sum on every device,
 bitwise identical everywhere (the replicas must not drift apart), for any W and lengths that do
 not divide evenly."""
 import numpy as np
@@ -9,7 +9,7 @@ import pytest
 def test_ring_allreduce_sums_on_every_device_identically(workers, length):
     import tensorflow as tf
 
-    from ralp.ring import ring_allreduce
+    from strategies.ring import ring_allreduce
 
     rng = np.random.default_rng(workers * 100 + length)
     vectors = [rng.standard_normal(length).astype(np.float32) for _ in range(workers)]
@@ -55,7 +55,7 @@ def test_buckets_take_whole_layers_in_backward_order_up_to_the_cap(sizes, cap, e
 def test_vgg_tower_buckets_cover_every_variable_once_and_never_split_a_layer(cap_mib):
     from bench.models import get_model
     from ralp.cut import split_model
-    from ralp.hybrid import gradient_buckets
+    from strategies.ralp_hybrid import gradient_buckets
     from ralp.buckets import MIB
 
     tower, _ = split_model(get_model("vgg_cifar", seed=0), "flatten")
@@ -82,7 +82,7 @@ def test_vgg_tower_buckets_cover_every_variable_once_and_never_split_a_layer(cap
 def _emulated_ring(vectors, codec):
     """NumPy: chunk c starts on worker c; each hop the receiver adds its own fp32 chunk to the
     decoded payload; the finished chunk is encoded once and every worker decodes that payload."""
-    from ralp.ring import near_equal_sizes
+    from strategies.ring import near_equal_sizes
 
     W = len(vectors)
     bounds = np.cumsum([0] + near_equal_sizes(len(vectors[0]), W))
@@ -112,7 +112,7 @@ def test_a_ring_with_a_codec_sums_as_its_numpy_emulation_and_identically_everywh
     import tensorflow as tf
 
     from bench.codecs import Transport
-    from ralp.ring import ring_allreduce
+    from strategies.ring import ring_allreduce
 
     rng = np.random.default_rng(workers * 10 + length)
     vectors = [(rng.standard_normal(length) * 1e-5).astype(np.float32) for _ in range(workers)]  # gradient-sized
@@ -137,7 +137,7 @@ def _hybrid(workers=2, steps=4, **settings):
     from bench.config import RunConfig
     from bench.run import load_shards
     from bench.strategy import StrategyContext
-    from ralp.hybrid import HybridPlacement
+    from strategies.ralp_hybrid import HybridPlacement
     from tests.test_distributed import BATCH, LR, MODEL
 
     cfg = RunConfig(model=MODEL, workers=workers, batch_size=BATCH, learning_rate=LR, dataset="mnist", **settings)

@@ -72,7 +72,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
 from bench.config import RunConfig
 from bench.strategy import StrategyContext
-from baselines.ps import SyncPS
+from strategies.ps import SyncPS
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
 strategy = SyncPS(StrategyContext(RunConfig(model=sys.argv[1]), shards=None, ps_devices=devices))
 strategy.build_model()

@@ -1,4 +1,4 @@
-"""The hybrid's sharded head (ralp/sharded_head.py) against Keras' own head: same loss, same
+"""The hybrid's sharded head (strategies/sharded_head.py) against Keras' own head: same loss, same
 gradients for every slice of every layer, same activation gradients, for heads ending in a
 row-split (3 Dense layers) and a column-split (2 Dense layers) layer, over 1 to 3 tasks;
 and refusals for heads that are not a Dense chain."""
@@ -20,7 +20,7 @@ def test_sharded_head_computes_the_unsharded_gradients(model_name, shards):
     import tensorflow as tf
 
     from bench.strategy import loss_fn
-    from ralp.sharded_head import ShardedHead
+    from strategies.sharded_head import ShardedHead
 
     tower, head = _head(model_name)
     rng = np.random.default_rng(shards)
@@ -58,7 +58,7 @@ def test_a_head_that_is_not_a_dense_chain_is_refused():
     import tensorflow as tf
 
     from bench.errors import UserError
-    from ralp.sharded_head import ShardedHead
+    from strategies.sharded_head import ShardedHead
 
     inputs = tf.keras.Input((8,))
     x = tf.keras.layers.Dense(4, activation="relu")(inputs)

@@ -28,7 +28,7 @@ from tests.conftest import ROOT, ralp_bench
 
 TF_PIN = "tensorflow-cpu==2.15.1"
 HOROVOD_VERSION = "0.28.1"
-PACKAGES = ("bench", "ralp", "baselines")
+PACKAGES = ("bench", "ralp", "strategies")
 
 
 def _requirements_sections():

@@ -1,6 +1,6 @@
 """Hybrid placement (``ralp-hybrid``): the conv tower data-parallel, its gradients ring-all-reduced
 among the workers; the FC head on the PS, fed by activations; optionally the head sharded over
-the S PS tasks (``--ps S``, ralp/sharded_head.py) and each batch pipelined in micro-batches.
+the S PS tasks (``--ps S``, strategies/sharded_head.py) and each batch pipelined in micro-batches.
 
 Why: RALP as in the paper keeps the tower's variables on the PS, so the PS link carries
 W x 8 P_tower bytes of tower parameters and gradients per step on top of the activations;
@@ -23,7 +23,7 @@ so the replicas stay bitwise identical.
 
 Buckets (``--hybrid-bucket-mb``, as Horovod overlaps its all-reduce with the backward pass): the
 tower's gradients are summed by one ring per bucket, a bucket being whole layers in backward
-order, about that many MiB of fp32 gradients (ralp/ring.py ``buckets``; 0: one fused ring, as
+order, about that many MiB of fp32 gradients (strategies/ring.py ``buckets``; 0: one fused ring, as
 before). A bucket's ring reads only its own layers' gradients, and nothing else orders it
 (no concat of all gradients, and the ring's ops are stateless, so tf.function adds no control
 edge), so TensorFlow's executor starts it as soon as the backward has passed those layers:
@@ -33,7 +33,7 @@ are bitwise identical (beyond 2, the order of the ring's additions differs per e
 
 Codecs (``--compression fp16`` or ``int8``, bench/codecs.py through ``Transport``): the
 activations go up and their gradients come down encoded (fp16 with a per-tensor scale), and
-every ring hop carries the codec's payload, summed in fp32 on the receiver (ralp/ring.py says
+every ring hop carries the codec's payload, summed in fp32 on the receiver (strategies/ring.py says
 why, and how the replicas stay identical). A sharded head's PS-to-PS partial sums stay fp32.
 Top-k is refused (ralp/strategy_costs.py ``CODECS_OF``).
 
@@ -51,19 +51,19 @@ and the head works. Each micro-batch's loss is the mean over its W x B/m images,
 import numpy as np
 import tensorflow as tf
 
-from baselines.ps import dense
+from strategies.ps import dense
 from bench.codecs import Transport
 from bench.optim import MomentumSGD
 from bench.strategy import top1
 from ralp.cut import split_model
-from ralp.placement import LayerPlacement
+from strategies.ralp_placement import LayerPlacement
 from ralp.buckets import MIB, buckets
-from ralp.ring import ring_allreduce
-from ralp.sharded_head import ShardedHead
+from strategies.ring import ring_allreduce
+from strategies.sharded_head import ShardedHead
 
 
 class HybridPlacement(LayerPlacement):
-    """RALP's tower pass (ralp/placement.py) with replicated towers, a ring, and the head on one
+    """RALP's tower pass (strategies/ralp_placement.py) with replicated towers, a ring, and the head on one
     PS task (Keras, any head) or sharded over all of them (a Dense chain)."""
     name = "ralp-hybrid"
 
@@ -200,7 +200,7 @@ class HybridPlacement(LayerPlacement):
 
 def gradient_buckets(tower, cap_bytes):
     """The rings' buckets over ``tower``'s trainable variables: lists of variable indices (into
-    ``tower.trainable_variables``), each bucket whole layers (ralp/ring.py ``buckets``, on each
+    ``tower.trainable_variables``), each bucket whole layers (strategies/ring.py ``buckets``, on each
     layer's fp32 gradient bytes), bucket 0 the last layers. Variables no layer owns, if any,
     count as one more layer before the first."""
     variables = tower.trainable_variables

@@ -6,8 +6,8 @@ Each hop here is a tensor produced on one device and consumed on the next, which
 TensorFlow's runtime sends directly between those two tasks; the traffic and the sums are
 those of a ring all-reduce of one fused buffer (reduce-scatter, then all-gather:
 2(N-1)/N x the buffer each way per device). Used among the workers for the hybrid's tower
-gradients (one call per bucket, ralp/hybrid.py) and among the PS tasks for a sharded head's
-partial sums (ralp/sharded_head.py).
+gradients (one call per bucket, strategies/ralp_hybrid.py) and among the PS tasks for a sharded head's
+partial sums (strategies/sharded_head.py).
 
 With a ``codec`` (bench/codecs.py: fp16 as ScaledFloat16, int8) every hop carries the codec's
 payload: the sender encodes, the receiver decodes and adds its own chunk in fp32. Horovod's

@@ -19,7 +19,7 @@ activations loses, rather than delays, what it drops, so they travel in fp32.
 """
 import tensorflow as tf
 
-from baselines.ps import InGraphStrategy, dense
+from strategies.ps import InGraphStrategy, dense
 from bench.strategy import loss_fn
 from bench.codecs import Transport
 from ralp.cut import split_model

@@ -14,7 +14,7 @@ columns, layer 2 by rows again, and so on.
 - Layer 0 row-split: each worker flattens its activations and sends feature slice s to
   PS s (the PS link's inbound bytes divide by S, the worker still sends each float once);
   PS s multiplies its slice by its rows of the kernel, giving a partial sum of the full
-  output; the partial sums are ring-all-reduced among the PS tasks (ralp/hybrid.py's ring),
+  output; the partial sums are ring-all-reduced among the PS tasks (strategies/ralp_hybrid.py's ring),
   so every task holds the layer's full output (bias added once, on task 0's partial).
 - Layer 1 column-split: every task has the full input, computes its columns, applies the
   activation to its slice; no communication: the next row-split layer consumes exactly
@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from bench.errors import UserError
 from bench.strategy import loss_fn
-from ralp.ring import near_equal_sizes, ring_allreduce
+from strategies.ring import near_equal_sizes, ring_allreduce
 
 ACTIVATIONS = ("relu", "linear")
 
