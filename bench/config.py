@@ -101,6 +101,10 @@ class RunConfig:
     horovod_cycle_ms: float = setting(1.0, "Horovod's background cycle in ms (Horovod's own default)")
     horovod_autotune: bool = setting(False, "let Horovod's autotuner pick fusion and cycle during the run "
                                      "(warm-up steps included)")
+    horovod_hierarchical: bool = setting(False, "Horovod's hierarchical all-reduce (HOROVOD_HIERARCHICAL_ALLREDUCE): "
+                                         "NCCL reduce-scatter inside each host, an MPI all-reduce of each GPU's "
+                                         "1/k shard across hosts, NCCL all-gather; GPU hosts with Horovod built "
+                                         "with NCCL, --horovod-ops mpi; priced by the cost model")
     cpus_per_host: Optional[float] = setting(None, "CPU cores each emulated host may use, a hard cgroup cap "
                                              "(default: this machine's cores / hosts; 0: no cap); the "
                                              "calibration runs under it", cli=("cluster", "rank"))
@@ -258,10 +262,24 @@ class RunConfig:
             raise UserError(f"--train-to-accuracy is a fraction in (0, 1], got {self.train_to_accuracy}")
         if self.horovod_ops not in ("gloo", "mpi"):
             raise UserError(f"--horovod-ops must be gloo or mpi, got {self.horovod_ops!r}")
+        if self.horovod_hierarchical and self.strategy == "horovod":  # other strategies ignore Horovod's knobs
+            self._check_hierarchical()
         if not self.horovod_fusion_mb >= 0 or not self.horovod_cycle_ms > 0:
             raise UserError("--horovod-fusion-mb must be >= 0 and --horovod-cycle-ms > 0, e.g. 64 and 5")
         if self.calibration not in CALIBRATIONS:
             raise UserError(f"--calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
+
+    def _check_hierarchical(self):
+        """Horovod runs its hierarchical all-reduce only as NCCL inside a host and MPI across hosts
+        (NCCLHierarchicalAllreduce, built with MPI): under Gloo, or on tensors in host memory, the
+        variable is ignored and a row would say hierarchical of a flat ring. Whether this Horovod
+        has NCCL is asked before launch (harness.run_one) and again on each rank (hvd_init)."""
+        if self.horovod_ops != "mpi":
+            raise UserError("--horovod-hierarchical needs --horovod-ops mpi: Horovod's hierarchical all-reduce "
+                            "crosses hosts over MPI")
+        if self.compression == "auto" or parse_codec(self.compression).kind in ("int8", "topk"):
+            raise UserError(f"--horovod-hierarchical sums in rings; --compression {self.compression} may be "
+                            "all-gathered: use none or fp16")
 
 
 def add_run_arguments(p: argparse.ArgumentParser, multi_strategy: bool = False):

@@ -15,7 +15,7 @@ import numpy as np
 from bench.config import RunConfig
 from bench.cpu_steal import cpu_times, steal_share
 from bench.errors import RunFailed, UserError, one_line, traceback_to_log
-from bench.hvd_init import settings_label
+from bench.hvd_init import check_hierarchical, settings_label
 from bench.launch.base import Launcher, run_mpirun
 from bench.planning import bound, check_head_shards, predict, resolve
 from bench.rank_result import RankResult, ResultReceiver
@@ -53,6 +53,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     try:
         plan = resolve(cfg)
         check_head_shards(cfg, plan.strategy, plan.cut)
+        check_hierarchical(cfg.horovod_hierarchical, plan.strategy)
     except UserError as exc:  # an analyzer error is this row's failure, not the sweep's
         return {**row, "status": "failed", "failure": f"planning failed: {one_line(str(exc))}"}
     except Exception as exc:  # a bug of ours: the row says where its traceback is
@@ -65,7 +66,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
                **launcher.link_fields(spec_of(strategy).pattern_for(cfg.ps_placement)))
     if strategy == "horovod":
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
-                                                 cfg.horovod_autotune)
+                                                 cfg.horovod_autotune, cfg.horovod_hierarchical)
     cfg = replace(cfg, compression=plan.compression)  # ranks and predictions get the concrete codec
     layout = RankLayout.for_run(cfg, strategy)
     received = ResultReceiver()

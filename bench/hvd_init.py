@@ -29,6 +29,9 @@ a transfer that is merely slow.
 import math
 import os
 from typing import List, Optional
+
+from bench.environment import horovod_nccl_code
+from bench.errors import UserError
 from bench.launch.nic import route_iface
 from bench.tf_cluster import polite_allgather
 
@@ -50,17 +53,35 @@ def slot_env(addresses: List[str], index: int) -> dict:
             "HOROVOD_HOSTNAME": me}
 
 
-def tuning_env(fusion_mb: float = 128.0, cycle_ms: float = 1.0, autotune: bool = False) -> dict:
+def tuning_env(fusion_mb: float = 128.0, cycle_ms: float = 1.0, autotune: bool = False,
+               hierarchical: bool = False) -> dict:
     """Horovod's knobs as the environment it reads at hvd.init()."""
     env = {"HOROVOD_FUSION_THRESHOLD": str(int(fusion_mb * 1024 * 1024)), "HOROVOD_CYCLE_TIME": f"{cycle_ms:g}"}
     if autotune:
         env["HOROVOD_AUTOTUNE"] = "1"
+    if hierarchical:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
     return env
 
 
-def settings_label(ops: str, fusion_mb: float, cycle_ms: float, autotune: bool) -> str:
-    """What a row records: 'gloo fusion=128MiB cycle=1ms autotune=off'."""
-    return f"{ops} fusion={fusion_mb:g}MiB cycle={cycle_ms:g}ms autotune={'on' if autotune else 'off'}"
+def settings_label(ops: str, fusion_mb: float, cycle_ms: float, autotune: bool, hierarchical: bool = False) -> str:
+    """What a row records: 'gloo fusion=128MiB cycle=1ms autotune=off' (+ ' hierarchical')."""
+    return (f"{ops} fusion={fusion_mb:g}MiB cycle={cycle_ms:g}ms autotune={'on' if autotune else 'off'}"
+            + (" hierarchical" if hierarchical else ""))
+
+
+HIERARCHICAL_NEEDS_NCCL = ("--horovod-hierarchical needs Horovod built with NCCL (HOROVOD_GPU_OPERATIONS=NCCL: "
+                           "ci/setup.sh --gpu on GPU hosts); this Horovod has CPU collectives only, where the "
+                           "hierarchical all-reduce does not exist")
+
+
+def check_hierarchical(hierarchical: bool, strategy: str):
+    """The driver's check, before any rank starts (the run command, and each sweep point's plan):
+    Horovod without NCCL ignores HOROVOD_HIERARCHICAL_ALLREDUCE, and the row would call a flat
+    ring hierarchical. Each rank asks its own Horovod again (``init_horovod``): a host's install
+    may differ from the driver's."""
+    if hierarchical and strategy == "horovod" and not horovod_nccl_code():
+        raise UserError(HIERARCHICAL_NEEDS_NCCL)
 
 
 def gloo_timeout_s(warmup_window_s: float) -> int:
@@ -87,6 +108,8 @@ def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str =
             return None
         import horovod.tensorflow as hvd
 
+        if os.environ.get("HOROVOD_HIERARCHICAL_ALLREDUCE") == "1" and not hvd.nccl_built():
+            raise RuntimeError(HIERARCHICAL_NEEDS_NCCL)  # a host whose Horovod differs from the driver's
         hvd.init(comm=worker_ranks if len(worker_ranks) != comm.Get_size() else None)
         return hvd
     server = port = None

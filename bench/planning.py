@@ -185,7 +185,7 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = F
     return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement,
-                        hybrid_bucket_mb=cfg.hybrid_bucket_mb,
+                        hybrid_bucket_mb=cfg.hybrid_bucket_mb, hierarchical=cfg.horovod_hierarchical,
                         micro_batches=cfg.micro_batches if spec.priced_as in PIPELINED else 1, overlap=overlap,
                         workers_per_host=1 if spec.one_batch_per_step else cfg.workers_per_host)
 

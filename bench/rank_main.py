@@ -102,7 +102,8 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
     if cls.uses_horovod:
         phase(rank, "horovod init")
         hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
-                           tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune),
+                           tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune,
+                                      cfg.horovod_hierarchical),
                            timeout_s=gloo_timeout_s(cfg.warmup_window_s))
     watchdog.disarm()
     if roles[rank].job != "worker":

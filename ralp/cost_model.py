@@ -223,7 +223,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
             cut: Optional[str] = None, overlap: bool = False, compression: Optional[str] = None,
             timing: Optional[ModelTiming] = None, ps_placement: str = "dedicated",
             micro_batches: int = 1, workers_per_host: Optional[int] = None,
-            hybrid_bucket_mb: float = HYBRID_BUCKET_MB) -> Prediction:
+            hybrid_bucket_mb: float = HYBRID_BUCKET_MB, hierarchical: bool = False) -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring): the
     strategy's cost function (ralp/strategy_costs.py) says what moves and what computes,
     ``_assemble`` turns that into time the same way for every strategy. ``workers`` counts
@@ -247,7 +247,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
                       cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches, k,
-                      hybrid_bucket_mb)
+                      hybrid_bucket_mb, hierarchical and strategy == "horovod")
     cost = COST_FUNCTIONS[strategy](setting)
     prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap, k)
     prediction.micro_batches = cost.micro_batches
@@ -356,11 +356,15 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap, k=1) -> Predict
         breakdown.update(worker_codec_s=worker_codec, ps_codec_s=ps_codec)
     comm = worker_link_busy = ps_link_busy = 0.0
     for ph in phases:
-        worker_side = max(ph.worker_tx, ph.worker_rx) / worker_Bps
+        # a phase that stages its bytes in host memory first sends from there: the NIC's share only
+        worker_side = max(ph.worker_tx, ph.worker_rx) / (hardware.worker_bandwidth / 8 / k if ph.host_copy
+                                                         else worker_Bps)
         if ph.intra and intra_Bps:  # inside the host, beside the NIC (the ring's edges inside a host)
             worker_side = max(worker_side, ph.intra / intra_Bps)
         ps_side = max(ph.ps_tx, ph.ps_rx) / ps_Bps
         duration = max(worker_side, ps_side) + ph.latency_hops * lat * (m if ph.pipelined else 1)
+        if ph.host_copy and hardware.host_device_bandwidth:  # to the host and back, around the transfer
+            duration += ph.host_copy / hardware.host_device_bandwidth
         breakdown[_key(ph.name)] = duration
         comm += duration
         worker_link_busy += worker_side
@@ -378,7 +382,9 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap, k=1) -> Predict
         worker_link_busy = max(worker_tx, worker_rx) / worker_Bps
         ps_link_busy = max(totals["ps_tx"], totals["ps_rx"]) / ps_Bps
         intra_busy = sum(ph.intra for ph in phases) / intra_Bps if intra_Bps else 0.0
-        comm = max(worker_link_busy, ps_link_busy, intra_busy) + lat
+        copies = sum(ph.host_copy for ph in phases)
+        copy_busy = copies / hardware.host_device_bandwidth if copies and hardware.host_device_bandwidth else 0.0
+        comm = max(worker_link_busy, ps_link_busy, intra_busy, copy_busy) + lat
         host_cpu = worker_compute + ps_compute if colocated else worker_compute
         breakdown.update(bound_worker_host_s=host_cpu, bound_link_s=comm)
         step = max(host_cpu, ps_compute, comm)

@@ -42,6 +42,7 @@ class Phase:
     latency_hops: int = 1
     intra: float = 0.0
     pipelined: bool = False  # repeated per micro-batch, overlapping across them (ralp/cost_model.py)
+    host_copy: float = 0.0   # bytes each worker's device copies to its host and back around the transfer (PCIe)
 
 
 def parse_compression(compression: Optional[str]):
@@ -115,6 +116,7 @@ class Setting:
     micro_batches: int = 1             # m: the hybrid's pipelined micro-batches per step
     k: int = 1                         # workers per host, sharing its NIC (W/k hosts)
     hybrid_bucket_mb: float = HYBRID_BUCKET_MB  # the hybrid's ring buckets (MiB of fp32 gradients; 0: one)
+    hierarchical: bool = False         # Horovod's hierarchical all-reduce (``hierarchical_phases``)
 
     @property
     def P(self) -> float:
@@ -190,7 +192,7 @@ def transport_seconds(s: Setting, sent: float = 0.0, received: float = 0.0, loca
 def collective_phase(s: Setting, name: str, payload: float, gathered: bool = False) -> Phase:
     """An all-reduce (or, ``gathered``, an all-gather) of ``payload`` bytes per worker among the W
     workers, as one ring over all of them in rank order (Gloo's ring, and NCCL's ring with one NIC
-    per host; Horovod's opt-in hierarchical all-reduce is not priced): each worker sends and
+    per host; Horovod's opt-in hierarchical all-reduce: ``hierarchical_phases``): each worker sends and
     receives 2(W-1)/W x payload ((W-1) payloads gathered) on its edge of the ring. With k workers
     per host, k-1 of a host's k edges stay inside it and one crosses its NIC, so each host's NIC
     carries 2(W-1)/W x payload each way (each worker's share: 1/k of it, at 1/k of the NIC: the
@@ -200,6 +202,29 @@ def collective_phase(s: Setting, name: str, payload: float, gathered: bool = Fal
     edge = (W - 1) * payload if gathered else 2.0 * (W - 1) / W * payload
     return Phase(name, worker_tx=edge / k, worker_rx=edge / k, intra=edge * (k - 1) / k,
                   latency_hops=2 * (W - 1))
+
+
+def hierarchical_phases(s: Setting, payload: float) -> List[Phase]:
+    """Horovod's hierarchical all-reduce (HOROVOD_HIERARCHICAL_ALLREDUCE, NCCLHierarchicalAllreduce)
+    of ``payload`` bytes per worker, k workers on each of H = W/k hosts, in its three steps:
+    a reduce-scatter among a host's k devices ((k-1)/k x payload each way per device, inside the
+    host); each device's 1/k shard all-reduced across the hosts by MPI, one ring per local rank,
+    from host memory (the shard is copied to the host and back over the device's PCIe link), the
+    k rings sharing the host's NIC, which carries 2(H-1)/H x payload each way (each worker's share
+    1/k of that, at 1/k of the NIC); then an all-gather inside the host, the first step reversed.
+    Against one flat ring (``collective_phase``) the NIC carries 2(H-1)/H instead of 2(W-1)/W of
+    the payload, over 2(H-1) hops instead of 2(W-1), for two passes over the devices' own links
+    and the copies; with one worker per host it is the flat ring. Inside a host no NIC latency."""
+    k, H = s.k, s.H
+    if k == 1:
+        return [collective_phase(s, "ring all-reduce", payload)]
+    shard = payload / k
+    inside = (k - 1) / k * payload
+    cross = 2.0 * (H - 1) / H * shard
+    return [Phase("reduce-scatter inside each host", intra=inside, latency_hops=0),
+            Phase("all-reduce shards across hosts", worker_tx=cross, worker_rx=cross,
+                  latency_hops=2 * (H - 1), host_copy=2.0 * shard),
+            Phase("all-gather inside each host", intra=inside, latency_hops=0)]
 
 
 def shared_memory_seconds(s: Setting, phase: Phase) -> float:

@@ -17,8 +17,8 @@ from ralp.colocated_ps_cost import colocated_ps_cost
 from ralp.head_chain import head_chain
 from ralp.step_cost import (FUSION_PASSES, TRAIN_FLOPS_FACTOR, UPDATE_PASSES,
                             Phase, Setting, StepCost, activation_bytes, activation_codec, collective_phase,
-                            compute_seconds, conv_fc_stages, gradient_bytes, shared_memory_seconds, tower_layers,
-                            transport_seconds)
+                            compute_seconds, conv_fc_stages, gradient_bytes, hierarchical_phases,
+                            shared_memory_seconds, tower_layers, transport_seconds)
 
 
 def sync_ps_cost(s: Setting) -> StepCost:
@@ -39,14 +39,19 @@ def sync_ps_cost(s: Setting) -> StepCost:
 
 def ring_allreduce_cost(s: Setting) -> StepCost:
     """Horovod: a ring all-reduce of the gradients (an all-gather for codecs a ring cannot sum),
-    one ring over every worker, several per host or not (``collective_phase``)."""
+    one ring over every worker, several per host or not (``collective_phase``), or, asked for,
+    Horovod's hierarchical all-reduce (``hierarchical_phases``)."""
     P, W, comp = s.P, s.W, s.comp
     cost = StepCost([], s.train_full / 3, s.train_full * 2 / 3)
     if W > 1:
         gathered = comp[0] in ("int8", "topk")  # not summable in a ring: all-gather the payloads
         name = "all-gather compressed gradients" if gathered else "ring all-reduce"
-        cost.phases = [collective_phase(s, name, gradient_bytes(P, comp), gathered)]
-        cost.worker_bwd += shared_memory_seconds(s, cost.phases[0])
+        payload = gradient_bytes(P, comp)
+        if s.hierarchical and not gathered:
+            cost.phases = hierarchical_phases(s, payload)
+        else:
+            cost.phases = [collective_phase(s, name, payload, gathered)]
+        cost.worker_bwd += sum(shared_memory_seconds(s, ph) for ph in cost.phases)
         if not gathered:  # fusion copies and the reduce-scatter's sums
             cost.worker_bwd += s.passes(P, FUSION_PASSES + (W - 1) / W)
         # int8 decodes every rank's payload; top-k scatters them all into one dense buffer

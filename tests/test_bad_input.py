@@ -17,6 +17,12 @@ from tests.conftest import our_processes
     (["--steps", "10", "--max-steps", "5", "--target-ci", "0.05"], "--max-steps (5) must be at least --steps (10)"),
     (["--strategy", "single", "--compression", "int8"], "single does not support --compression"),
     (["--strategy", "horovod", "--micro-batches", "2"], "--micro-batches pipelines ralp-hybrid's batches"),
+    (["--strategy", "horovod", "--horovod-hierarchical"], "--horovod-hierarchical needs --horovod-ops mpi"),
+    (["--strategy", "horovod", "--horovod-hierarchical", "--horovod-ops", "mpi", "--compression", "int8"],
+     "--compression int8 may be all-gathered: use none or fp16"),
+    # this machine's Horovod has Gloo CPU collectives only (ci/setup.sh): refused before launch
+    (["--strategy", "ps,horovod", "--horovod-hierarchical", "--horovod-ops", "mpi"],
+     "--horovod-hierarchical needs Horovod built with NCCL"),
     (["--strategy", "ralp-hybrid", "--micro-batches", "3"], "does not split into 3 equal micro-batches"),
     (["--strategy", "ralp-hybrid", "--ps", "2", "--model", "tests/bn_head_model.py:build"],
      "cannot shard tests/bn_head_model.py:build's head over --ps 2 PS tasks: the head after 'flatten' has a BatchNormalization"),

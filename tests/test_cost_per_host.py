@@ -166,6 +166,63 @@ def test_pcie_caps_a_workers_network_share():
         assert p.breakdown["ring_all-reduce_s"] == pytest.approx(1.75 * P / rate)
 
 
+@pytest.mark.parametrize("hosts,k", [(2, 2), (2, 8), (4, 8), (16, 8), (3, 4)])
+def test_hierarchical_all_reduce_crosses_each_nic_with_a_ring_over_the_hosts(hosts, k):
+    """Horovod's hierarchical all-reduce: a reduce-scatter and an all-gather among a host's k
+    devices, (k-1)/k x 4P each way per device each, and between them each local rank's 1/k shard
+    in one ring over the H hosts: a host's NIC carries k x 2(H-1)/H x 4P/k = 2(H-1)/H x 4P, where
+    the flat ring's carries 2(n-1)/n x 4P."""
+    n = hosts * k
+    p = predict(two_layer_profile(), "horovod", workers=n, batch_size=B, hardware=LINKS, workers_per_host=k,
+                hierarchical=True)
+    flat = predict(two_layer_profile(), "horovod", workers=n, batch_size=B, hardware=LINKS, workers_per_host=k)
+    nic = 2 * (hosts - 1) / hosts * 4 * P
+    assert p.host_tx_bytes == pytest.approx(nic) and p.host_rx_bytes == p.host_tx_bytes
+    assert p.intra_host_bytes == pytest.approx(2 * (k - 1) / k * 4 * P)
+    inside_s = (k - 1) / k * 4 * P / (10 * GB)
+    assert p.breakdown["reduce-scatter_inside_each_host_s"] == pytest.approx(inside_s)
+    assert p.breakdown["all-gather_inside_each_host_s"] == pytest.approx(inside_s)
+    assert p.breakdown["all-reduce_shards_across_hosts_s"] == pytest.approx(nic / GB)
+    assert flat.host_tx_bytes == pytest.approx(2 * (n - 1) / n * 4 * P)
+    assert flat.host_tx_bytes > p.host_tx_bytes
+
+
+def test_hierarchical_all_reduce_pays_the_hosts_hops_and_the_shards_copies():
+    """2(H-1) NIC latencies instead of the flat ring's 2(n-1); the shard (4P/k) goes to host
+    memory and back over PCIe around the MPI all-reduce, which sends it from there (the NIC's
+    share, not capped by PCIe as a device's own sends are); one worker per host: the flat ring."""
+    hw = Hardware("lat", 1e30, 1e30, 1e30, 8e18, 8e18, 1e-3, pass_s=1e-30, intra_host_bandwidth=1e18)
+    p = predict(two_layer_profile(), "horovod", workers=16, batch_size=B, hardware=hw, workers_per_host=8,
+                hierarchical=True)
+    assert p.breakdown["all-reduce_shards_across_hosts_s"] == pytest.approx(2 * 1 * 1e-3, rel=1e-6)
+    pcie = Hardware("pcie", 1e30, 1e30, 1e30, 8 * 80e9, 8 * 80e9, 0.0, pass_s=1e-30, intra_host_bandwidth=1e18,
+                    host_device_bandwidth=12 * GB)  # an 80 GB/s NIC: 10 GB/s for each of 8 local rings
+    p = predict(two_layer_profile(), "horovod", workers=16, batch_size=B, hardware=pcie, workers_per_host=8,
+                hierarchical=True)
+    shard = 4 * P / 8
+    assert p.breakdown["all-reduce_shards_across_hosts_s"] == pytest.approx(shard / (10 * GB) + 2 * shard / (12 * GB))
+    one = predict(two_layer_profile(), "horovod", workers=4, batch_size=B, hardware=LINKS, workers_per_host=1,
+                  hierarchical=True)
+    flat = predict(two_layer_profile(), "horovod", workers=4, batch_size=B, hardware=LINKS, workers_per_host=1)
+    assert one.step_time_s == flat.step_time_s and one.breakdown == flat.breakdown
+
+
+def test_hierarchical_all_reduce_wins_where_several_gpus_share_a_slow_nic():
+    """VGG-16's gradients on 2 hosts of 8 V100s behind 10 GbE: the NIC carries 1.0 instead of
+    1.875 payloads; on one 8-GPU host nothing crosses a NIC either way. Other strategies ignore it."""
+    from bench.models.sources import get_spec
+    from bench.planning import model_profile
+
+    vgg = model_profile(get_spec("vgg16"))
+    hw = load_hardware("v100x8-10g")
+    flat = predict(vgg, "horovod", workers=16, batch_size=32, hardware=hw)
+    hier = predict(vgg, "horovod", workers=16, batch_size=32, hardware=hw, hierarchical=True)
+    assert hier.host_tx_bytes == pytest.approx(flat.host_tx_bytes * 8 / 15)
+    assert hier.step_time_s < 0.75 * flat.step_time_s
+    ps = predict(vgg, "ps", workers=16, batch_size=32, hardware=hw)
+    assert predict(vgg, "ps", workers=16, batch_size=32, hardware=hw, hierarchical=True) == ps
+
+
 # ----------------------------------------------------------------------------- errors and defaults
 
 def test_workers_per_host_defaults_to_the_hardwares_and_must_fill_hosts():

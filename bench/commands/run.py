@@ -13,6 +13,7 @@ from bench.config import RunConfig, add_run_arguments, add_setting_arguments, ch
 from bench.data import validate_data
 from bench.errors import UserError
 from bench.harness import run_many
+from bench.hvd_init import check_hierarchical
 from bench.planning import check_cut, check_head_shards, settle_model
 from bench.progress import RunProgress
 
@@ -70,6 +71,7 @@ def configs_from_args(args):
         check_cut(out[0])  # before anything starts, not on the ranks
     for cfg in out:
         check_head_shards(cfg, cfg.strategy, cfg.cut)
+        check_hierarchical(cfg.horovod_hierarchical, cfg.strategy)
     return out
 
 
