@@ -192,7 +192,7 @@ def _table(text, title):
 
 
 def test_report_shows_the_fraction_of_bound_per_cell_and_a_dash_without_one():
-    from bench import report
+    from bench.report import document as report
 
     df = _report_rows([("horovod", 2.0, 1.8), ("ralp", 1.0, 0.46), ("ralp-hybrid", 0.5, None)])
     text = report.to_markdown(report.build_report(df)[0])
@@ -217,7 +217,7 @@ def _stored_row(cfg, predicted, **fields):
 
 
 def test_a_stored_row_without_a_bound_is_priced_again_only_when_its_calibration_reproduces_it(tmp_path, monkeypatch):
-    from bench.report_summary import with_bounds
+    from bench.report.summary import with_bounds
 
     _cache_hardware(tmp_path, monkeypatch, 0.5)
     cfg = RunConfig(model="lenet_mnist", strategy="ralp", workers=2, batch_size=8, bandwidth="1e8",
@@ -243,7 +243,7 @@ def test_stored_rows_without_the_column_load_and_report_a_dash():
     shows — for every cell it cannot price again (here: rows said to come from another machine)."""
     from pathlib import Path
 
-    from bench.report import build_report
+    from bench.report.document import build_report
     from bench.results import ResultStore
 
     results = Path(__file__).resolve().parent.parent / "results"
@@ -256,7 +256,7 @@ def test_stored_rows_without_the_column_load_and_report_a_dash():
 
 
 def test_paper_claim_b_says_how_close_ralp_and_horovod_came_to_their_bounds():
-    from bench.paper_claims import Cell, Grid, claim_scaling_over_horovod
+    from bench.report.paper_claims import Cell, Grid, claim_scaling_over_horovod
 
     grid = Grid()
     for workers, ralp_rate, ralp_bound in ((2, 100.0, 0.5), (8, 400.0, 0.46)):

@@ -9,9 +9,9 @@ import json
 import pytest
 from matplotlib.image import imread
 
-from bench import paper_report
-from bench.paper_accuracy import accuracy_run, claim_accuracy
-from bench.report_format import fmt_rate
+from bench.report import paper as paper_report
+from bench.report.paper_accuracy import accuracy_run, claim_accuracy
+from bench.report.format import fmt_rate
 from bench.results import ResultStore, new_row
 from ralp.cost_model import predict
 from ralp.hardware import PRESETS

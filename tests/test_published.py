@@ -1,10 +1,10 @@
-"""bench/published.py: the shipped published points carry their sources and settings, the error
+"""bench/report/published.py: the shipped published points carry their sources and settings, the error
 arithmetic is what results/published.md says it is, and the comparison runs on the shipped data."""
 import json
 
 import pytest
 
-from bench import published
+from bench.report import published
 from bench.errors import UserError
 
 

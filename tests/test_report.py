@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from bench import report
+from bench.report import document as report
 from bench.results import ResultStore, new_row
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,7 +156,7 @@ def test_varying_configuration_becomes_a_column(tmp_path):
 def test_plot_series_follow_the_link_setting_not_its_rate():
     """A scaled link's rate changes with the worker count (48 Mbit/s at 2, 24 at 4): its points
     form one series named by the preset; a plain link is named by its rate, in table units."""
-    from bench import plots
+    from bench.report import plots
 
     keys = ["link_bps", "ps_link_bps", "scaled_to"]
     scaled2 = dict(strategy="ralp", link_bps=48.2e6, ps_link_bps=48.2e6, scaled_to="v100-10gbe")
@@ -298,7 +298,7 @@ def _launch_rows(repeats, levels, seed=3):
 
 
 def test_repeats_are_launches_and_their_intervals_hold_the_spread_between_them(tmp_path):
-    from bench.report_summary import summarize
+    from bench.report.summary import summarize
     from bench.stats import launch_interval, pooled_interval
 
     store = ResultStore(tmp_path / "results")
@@ -356,7 +356,7 @@ def test_speedups_are_over_the_best_measured_ps_layout_and_scaling_over_one_proc
 
 def test_interval_comparison_prints_the_pooled_interval_beside_the_one_over_launches(tmp_path):
     from bench.errors import UserError
-    from bench.report_summary import interval_comparison
+    from bench.report.summary import interval_comparison
 
     store = ResultStore(tmp_path / "results")
     store.write_run(_launch_rows(3, {"ps": 1.0, "horovod": 0.97}), RUN_A)

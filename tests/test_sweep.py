@@ -194,7 +194,7 @@ def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatc
     import bench.commands.sweep
     from bench.commands.sweep import _Journal, _measure
     from bench.progress import RunProgress
-    from bench.report_summary import summarize
+    from bench.report.summary import summarize
     from bench.results import new_row
     from bench.cpu_steal import STEAL_TRIES
 
@@ -227,7 +227,7 @@ def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatc
 def test_the_report_counts_step_time_cells_within_the_bar_by_cpu_steal():
     import pandas as pd
 
-    from bench.report_tables import step_time_bar
+    from bench.report.tables import step_time_bar
 
     cells = pd.DataFrame({"step_time_median_s": [1.0, 1.5, 1.1, 1.0], "predicted_step_time_s": [1.0, 1.0, 1.0, 2.0],
                           "cpu_steal": [0.01, 0.02, 0.3, None]})

@@ -1,7 +1,7 @@
 """`ralp-bench paper --run RUN_ID`: results/paper.md, one committed run held against the RALP paper.
 
 Why a command and not a report flag: the document answers the paper's claims one by one
-(bench/paper_report.py) and names the run it comes from, so it is regenerated from exactly one
+(bench/report/paper.py) and names the run it comes from, so it is regenerated from exactly one
 committed run, never from "whatever is stored". A sweep of the paper's size runs across sessions, so
 an unfinished run (rows journaled in results/pending/, not yet stored) may be published part-way
 too: the document then says so in its first line, with how many rows it has and how to resume.
@@ -35,8 +35,8 @@ def register(subparsers):
 def run(args):
     import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    from bench import paper_report  # lazy: pandas loads only where rows are read or written
-    from bench.paper_accuracy import accuracy_run  # lazy: pandas loads only where rows are read or written
+    from bench.report import paper as paper_report  # lazy: pandas loads only where rows are read or written
+    from bench.report.paper_accuracy import accuracy_run  # lazy: pandas loads only where rows are read or written
     from bench.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     store = ResultStore(args.results)

@@ -34,7 +34,7 @@ def register(subparsers):
 
 
 def run(args):
-    from bench import report  # lazy: matplotlib loads only where a figure is drawn
+    from bench.report import document as report  # lazy: matplotlib loads only where a figure is drawn
     from bench.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     if not args.threshold > 0:

@@ -111,7 +111,7 @@ def print_summary(rows, run_id):
     """The speedup table on stdout, one error line per failed configuration; the exit code."""
     import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    from bench.report import build_report, to_markdown  # lazy: matplotlib loads only where a figure is drawn
+    from bench.report.document import build_report, to_markdown  # lazy: matplotlib loads only where a figure is drawn
 
     print(to_markdown(build_report(pd.DataFrame(rows), title=f"ralp-bench run {run_id}")[0]))
     failed = [r for r in rows if r["status"] not in ("ok", "noisy")]  # noisy: measured again

@@ -246,7 +246,7 @@ def _launcher_or_failed_rows(cluster_args, group, journal, progress):
 def _publish(journal, args, sweep):
     import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    from bench.report import write_report  # lazy: matplotlib loads only where a figure is drawn
+    from bench.report.document import write_report  # lazy: matplotlib loads only where a figure is drawn
 
     if journal.store is not None:
         journal.store.commit_run(journal.run_id)

@@ -1,11 +1,11 @@
-"""The report's tables, each from the one summary (bench/report_summary.py): throughput with
+"""The report's tables, each from the one summary (bench/report/summary.py): throughput with
 intervals and speedups, scaling efficiency, measured against predicted, fraction of the plan's
 bound, auto's picks, accuracy, transport health and failures."""
 import pandas as pd
 
-from bench.report_format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
+from bench.report.format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
                                  fmt_seconds, one_line)
-from bench.report_summary import PS_LAYOUTS, strategy_rank
+from bench.report.summary import PS_LAYOUTS, strategy_rank
 from bench.results import is_missing
 from bench.stats import rate_summary, significant, speedup_ci, step_count
 

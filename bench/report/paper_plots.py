@@ -1,14 +1,14 @@
 """The paper document's two figures: bytes per step against workers, and the cost model's
 extrapolation to 1,024 workers through the measured points.
 
-Why beside bench/plots.py rather than in it: these figures read the paper document's grid and
-series (bench/paper_claims.py, bench/paper_extrapolate.py), not the report's summary; they use
-bench/plots.py's canvas, colours, fonts and log-axis labels so both documents look alike.
+Why beside bench/report/plots.py rather than in it: these figures read the paper document's grid and
+series (bench/report/paper_claims.py, bench/report/paper_extrapolate.py), not the report's summary; they use
+bench/report/plots.py's canvas, colours, fonts and log-axis labels so both documents look alike.
 Each function returns the written path, or None when there is nothing to draw.
 """
 from matplotlib.ticker import NullLocator
 
-from bench import plots
+from bench.report import plots
 from bench.results import is_missing
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]

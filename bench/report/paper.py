@@ -1,24 +1,24 @@
 """results/paper.md: one committed run held against the RALP paper, claim by claim.
 
 Why a document of its own rather than another table in the report: the report says what a run
-measured; this says what it means for the paper's claims (bench/paper_claims.py decides each
+measured; this says what it means for the paper's claims (bench/report/paper_claims.py decides each
 verdict, by rules written there), with the evidence beside it: the report's own speedup,
-scaling, auto, prediction and fraction-of-bound tables (bench/report_tables.py, reused as they are, so
+scaling, auto, prediction and fraction-of-bound tables (bench/report/tables.py, reused as they are, so
 the numbers cannot disagree with the report's), bytes per step against workers, and the cost model's
-extrapolation to 1,024 workers through the measured points (bench/paper_extrapolate.py).
+extrapolation to 1,024 workers through the measured points (bench/report/paper_extrapolate.py).
 What the run lacks (a model, a worker count, a failed row) is said where it would have been,
 never an error: a sweep of this size is run in chunks and may be published part-way.
 """
 from pathlib import Path
 
 from bench.models.sources import get_spec
-from bench.paper_accuracy import accuracy_table, claim_accuracy
-from bench.paper_claims import FAILS, HOLDS, NOT_MEASURED, PARTLY, build_grid, judge
-from bench.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
+from bench.report.paper_accuracy import accuracy_table, claim_accuracy
+from bench.report.paper_claims import FAILS, HOLDS, NOT_MEASURED, PARTLY, build_grid, judge
+from bench.report.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
 from bench.planning import model_profile
-from bench.report_format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
-from bench.report_summary import config_keys, display_strategies, summarize, with_bounds
-from bench.report_tables import (ONE_LAUNCH, auto_table, bound_table, failure_table, health_table, prediction_table,
+from bench.report.format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
+from bench.report.summary import config_keys, display_strategies, summarize, with_bounds
+from bench.report.tables import (ONE_LAUNCH, auto_table, bound_table, failure_table, health_table, prediction_table,
                                  scaling_table, throughput_table)
 from bench.results import coerce_frame, is_missing
 from bench.strategy_specs import SPECS
@@ -33,7 +33,7 @@ LINK_KEYS = ("link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "compressi
 def setting_namer(keys):
     """A row's link setting as cells and series name it: its preset ('scaled to v100-10gbe') or
     its link rate, plus any other configuration key that varies in the run."""
-    from bench.plots import _link_label  # lazy: matplotlib loads only where a figure is drawn
+    from bench.report.plots import _link_label  # lazy: matplotlib loads only where a figure is drawn
 
     others = [k for k in keys if k not in LINK_KEYS and k != "run_id"]
 
@@ -47,7 +47,7 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
     """The document for ``df`` (one run's rows) as (Report, figures to draw: [(kind, args)]).
     ``profile_for(model)`` returns a ralp.profile.ModelProfile (default: build the zoo model);
     ``unfinished``: the rows are an open sweep's journal, and the first line says so; ``accuracy``:
-    (run id, rows) of the run on real data that answers claim (e) (bench/paper_accuracy.py)."""
+    (run id, rows) of the run on real data that answers claim (e) (bench/report/paper_accuracy.py)."""
     df = display_strategies(with_bounds(coerce_frame(df)))
     keys = config_keys(df, include_run=False)
     summary = summarize(df, keys)
@@ -115,7 +115,7 @@ def _one_launch_caveat(rows):
 
 def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinished=False):
     """Write the Markdown to ``out_path`` and its PNGs beside it; return the text."""
-    from bench import paper_plots  # lazy: matplotlib loads only where a figure is drawn
+    from bench.report import paper_plots  # lazy: matplotlib loads only where a figure is drawn
 
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)

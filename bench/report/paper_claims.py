@@ -18,8 +18,8 @@ only), as in the report's throughput table; "faster" means the interval lies abo
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from bench.report_summary import PS_LAYOUTS
-from bench.report_tables import fraction_of_bound
+from bench.report.summary import PS_LAYOUTS
+from bench.report.tables import fraction_of_bound
 from bench.results import is_missing
 from bench.stats import speedup_ci, step_count
 from bench.strategy_specs import SPECS
@@ -75,7 +75,7 @@ def row_name(row) -> str:
 
 
 def build_grid(summary, setting_of) -> Grid:
-    """``setting_of(row)`` names a row's link setting (bench/paper_report.py)."""
+    """``setting_of(row)`` names a row's link setting (bench/report/paper.py)."""
     grid = Grid()
     for _, row in summary.iterrows():
         row = row.to_dict()
@@ -175,7 +175,7 @@ def _paired(grid, model, setting, a, b):
 
 
 def _of_bound(grid, model, setting, workers) -> str:
-    """How close ralp and horovod came to their plans' bounds in a cell (bench/report_tables.py
+    """How close ralp and horovod came to their plans' bounds in a cell (bench/report/tables.py
     ``fraction_of_bound``): a verdict on the method should not rest on one implementation's slack,
     so the reader sees it beside the speedup; empty where neither row has a bound."""
     rows = grid.cells.get(Cell(model, workers, setting), {})
@@ -259,6 +259,6 @@ def _ratio(row, base, column) -> str:
 
 def judge(grid: Grid) -> List[Claim]:
     """Claims (a)-(d), from the paper's grid; (e), accuracy, comes from a run on real data
-    (bench/paper_accuracy.py)."""
+    (bench/report/paper_accuracy.py)."""
     return [claim_speedup_over_ps(grid), claim_scaling_over_horovod(grid), claim_no_gain_small_fc(grid),
             claim_codecs(grid)]

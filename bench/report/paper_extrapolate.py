@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from bench.errors import UserError
-from bench.report_format import fmt_rate
+from bench.report.format import fmt_rate
 from bench.results import is_missing
 from bench.strategy_specs import SPECS
 from ralp.cost_model import SPLIT_STRATEGIES, predict
@@ -66,7 +66,7 @@ def priced(name: str) -> Tuple[Optional[str], str]:
 
 
 def extrapolate(grid, profile_for: Callable) -> List[Series]:
-    """Every uncompressed, priced series of ``grid`` (bench/paper_claims.py) measured at two or more
+    """Every uncompressed, priced series of ``grid`` (bench/report/paper_claims.py) measured at two or more
     worker counts; ``profile_for(model)`` gives the model's ralp.profile.ModelProfile (or raises)."""
     out = []
     for model, setting in grid.settings():

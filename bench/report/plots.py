@@ -3,7 +3,7 @@
 Why a separate module: plotting code is long and visual, the table code is short and
 textual; keeping them apart keeps both readable. Figures are built with the object API on an
 Agg canvas (no pyplot), so nothing here touches global matplotlib state or needs a display.
-Every function takes the per-configuration summary from ``bench.report.summarize`` and
+Every function takes the per-configuration summary from ``bench.report.document.summarize`` and
 returns the written path, or None when the summary has nothing to draw.
 """
 import math

@@ -1,9 +1,9 @@
 """Reports from stored result rows: the page (report.md, index.html, PNGs) and run-to-run comparison.
 
-Why it is built this way: one summary (bench/report_summary.py: a row per configuration and
-strategy, repeats reduced to their median) feeds every table (bench/report_tables.py) and
-figure (bench/plots.py), so the numbers in report.md, index.html and the PNGs cannot
-disagree; bench/report_format.py renders the same tables as Markdown for pasting and HTML
+Why it is built this way: one summary (bench/report/summary.py: a row per configuration and
+strategy, repeats reduced to their median) feeds every table (bench/report/tables.py) and
+figure (bench/report/plots.py), so the numbers in report.md, index.html and the PNGs cannot
+disagree; bench/report/format.py renders the same tables as Markdown for pasting and HTML
 for the page.
 """
 import math
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import plots
-from bench.report_format import Report, Table, fmt_key, fmt_rate, to_html, to_markdown  # noqa: F401 (API)
-from bench.report_summary import (ENVIRONMENT, config_keys, display_strategies, sort_key, strategy_rank, summarize,
+from bench.report import plots
+from bench.report.format import Report, Table, fmt_key, fmt_rate, to_html, to_markdown  # noqa: F401 (API)
+from bench.report.summary import (ENVIRONMENT, config_keys, display_strategies, sort_key, strategy_rank, summarize,
                                   with_bounds)
-from bench.report_tables import (accuracy_table, auto_table, bound_table, failure_table, health_table, key_cells,
+from bench.report.tables import (accuracy_table, auto_table, bound_table, failure_table, health_table, key_cells,
                                  key_headers, prediction_table, scaling_table, throughput_table)
 from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
 

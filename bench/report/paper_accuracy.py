@@ -17,9 +17,9 @@ row and a ralp row.
 from typing import Optional, Tuple
 
 from bench.data.bundled import DIGITS_EVAL_SIZE, MNIST_EVAL_SIZE
-from bench.paper_claims import FAILS, HOLDS, PARTLY, Claim, row_name
-from bench.report_format import Table
-from bench.report_summary import PS_LAYOUTS, display_strategies
+from bench.report.paper_claims import FAILS, HOLDS, PARTLY, Claim, row_name
+from bench.report.format import Table
+from bench.report.summary import PS_LAYOUTS, display_strategies
 from bench.results import coerce_frame
 from bench.stats import binomial_halfwidth
 
