@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 
-from bench.errors import UserError, one_line, traceback_to_log
+from bench.core.errors import UserError, one_line, traceback_to_log
 
 # Order is the order shown in --help.
 COMMANDS = ["doctor", "models", "analyze", "run", "sweep", "cluster", "report", "paper"]

@@ -2,11 +2,11 @@
 
 ``ralp-bench run`` builds this command line for you; on a real cluster you
 can run it under your own ``mpirun -H host1,host2,...``. Roles come from
-ranks (bench/roles.py): rank 0 is the chief/client and should sit on the PS
+ranks (bench/core/roles.py): rank 0 is the chief/client and should sit on the PS
 host, ranks 1..S are PS tasks, the rest workers; horovod needs only W ranks.
 Rank 0 writes the result JSON to ``--out FILE`` on rank 0's own host (as ``--dump-weights``
 does its .npz); without ``--out`` it prints the result as RALP-RESULT lines, which mpirun
-brings back to wherever mpirun runs: what ``ralp-bench run`` reads (bench/rank_result.py).
+brings back to wherever mpirun runs: what ``ralp-bench run`` reads (bench/rank/result.py).
 """
 import argparse
 import os
@@ -14,14 +14,14 @@ import sys
 import traceback
 from socket import gethostname
 
-from bench import rank_main
-from bench.config import RunConfig, add_run_arguments, add_setting_arguments
+from bench.core.config import RunConfig, add_run_arguments, add_setting_arguments
+from bench.core.errors import UserError
 from bench.data import load_dataset, shard
-from bench.errors import UserError
+from bench.driver.planning import resolve
 from bench.models.build import settled_spec
 from bench.models.sources import check_digest
-from bench.planning import resolve
-from bench.strategy import Shards
+from bench.rank import main as rank_main
+from strategies.base import Shards
 
 
 def parse(argv):

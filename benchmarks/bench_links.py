@@ -6,7 +6,7 @@ pattern (Horovod's all-reduce, the workers' fan-in to the PS) reach less of the
 line rate, its speed would fall for reasons that have nothing to do with the
 strategy. ``setup_cache`` brings up one cluster per (rate, worker hosts) of the
 profile and measures every pattern once (bench/launch/link_probe.py; again, up to 3 times,
-while the hypervisor takes more than 10% of the machine's CPU: bench/cpu_steal.py); each
+while the hypervisor takes more than 10% of the machine's CPU: bench/launch/cpu_steal.py); each
 ``track_`` reads one figure. Needs root and namespaces (skipped otherwise).
 A profile whose ``links`` is empty (history: many commits, the transport rarely
 changes) defines no link benchmark at all, so asv spends nothing on clusters here.

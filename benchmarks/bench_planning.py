@@ -10,7 +10,7 @@ in ``setup_cache``, shared by both classes; the benchmarks time only ``analyze``
 Hardware is a fixed preset (v100-10gbe) with the link rate as a parameter, never
 'local' calibration, so the numbers do not depend on the machine.
 """
-from .common import CheapSettings, active_profile
+from .common import CheapSettings, active_profile, project_module
 
 PROFILE = active_profile()
 PLANNING = PROFILE["planning"]
@@ -22,8 +22,7 @@ class ProfiledModels(CheapSettings):
     """Shared setup: the analyzer's ModelProfile of every planning model, built once."""
 
     def setup_cache(self):
-        from bench.planning import model_profile
-
+        model_profile = project_module("bench.driver.planning", "bench.planning").model_profile
         return {name: model_profile(name) for name in PLANNING["models"]}
 
     setup_cache.timeout = 120 * len(PLANNING["models"])

@@ -3,7 +3,7 @@
 Why one shared setup_cache: a configuration costs tens of seconds of real
 mpirun + TensorFlow start-up, and images/sec, bytes and the speedup all come
 from the same run. So ``TrainingRuns.setup_cache`` runs every configuration of
-the active profile ONCE through ``bench.harness.run_one`` and keeps the result
+the active profile ONCE through ``bench.driver.harness.run_one`` and keeps the result
 rows; every ``track_*`` below only reads a row.
 
 No fake numbers: a configuration whose run failed makes its track_ benchmarks
@@ -20,7 +20,7 @@ sync PS's. images/sec and the speedup stay for reading (a "+" there is a gain).
 """
 import sys
 
-from .common import ASV_CLUSTER_NAME, AsvSettings, active_profile, cluster_label, training_configs
+from .common import ASV_CLUSTER_NAME, AsvSettings, active_profile, cluster_label, project_module, training_configs
 
 PROFILE = active_profile()
 TRAINING = PROFILE["training"]
@@ -30,8 +30,7 @@ CLUSTER = cluster_label(PROFILE)
 def setup_cache_timeout(profile) -> float:
     """Longer than the harness's own deadlines added up, so a hung run ends as a failed
     row (with its reason, cluster torn down) before asv would kill setup_cache."""
-    from bench.harness import deadline_for
-
+    deadline_for = project_module("bench.driver.harness", "bench.harness").deadline_for
     return 120.0 + sum(deadline_for(cfg) for cfg in training_configs(profile))
 
 
@@ -44,8 +43,7 @@ def _skip(reason: str):
 
 def run_profile(profile, cluster: str):
     """{(model, strategy, workers): row} for every configuration, each launched once."""
-    from bench.harness import run_one
-
+    run_one = project_module("bench.driver.harness", "bench.harness").run_one
     by_workers = {}
     for cfg in training_configs(profile):
         by_workers.setdefault(cfg.workers, []).append(cfg)

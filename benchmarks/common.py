@@ -8,12 +8,28 @@ asv fixes each benchmark's parameter grid when it discovers the suite.
 The cluster is a benchmark parameter (``emulated-1gbit`` or ``local``) so that
 asv never draws a loopback number and a shaped-link number on the same line.
 """
+import importlib
 import json
 import os
 from pathlib import Path
 from typing import Dict, List
 
-from bench.errors import UserError
+
+def project_module(*names):
+    """The first of ``names`` the measured commit's package has. asv imports this suite (the
+    working tree's) against every commit it measures, and a module may have moved between them
+    (one package per layer: bench.errors -> bench.core.errors, bench.harness ->
+    bench.driver.harness, ...). A module that exists but fails to import is an error, not a miss."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not (exc.name and name.startswith(exc.name)):
+                raise
+    raise ModuleNotFoundError(f"none of {', '.join(names)}")
+
+
+UserError = project_module("bench.core.errors", "bench.errors").UserError
 
 PROFILE_FILE = Path(__file__).with_name("profiles.json")
 PROFILE_ENV = "RALP_ASV_PROFILE"
@@ -27,7 +43,7 @@ def load_profiles(path: Path = PROFILE_FILE) -> Dict:
 
 def profile_name(path: Path = PROFILE_FILE) -> str:
     """RALP_ASV_PROFILE when set, else "smoke" under RALP_SMOKE (the README test's override,
-    bench/config.py ``smoke``; read here from the environment, not imported: asv imports this
+    bench/core/config.py ``smoke``; read here from the environment, not imported: asv imports this
     suite against every commit it measures, including commits older than that function), else
     the file's "profile" (default fast)."""
     smoke = os.environ.get("RALP_SMOKE", "") not in ("", "0")
@@ -60,7 +76,7 @@ def cluster_label(profile: Dict) -> str:
 
 def training_configs(profile: Dict) -> List:
     """Every RunConfig the training benchmarks need, each exactly once."""
-    from bench.config import RunConfig
+    RunConfig = project_module("bench.core.config", "bench.config").RunConfig
 
     t = profile["training"]
     return [RunConfig(model=m, strategy=s, workers=w, ps=1, batch_size=t["batch_size"], steps=t["steps"],

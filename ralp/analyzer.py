@@ -24,7 +24,7 @@ None searches m in ``MICRO_BATCHES`` (those dividing the batch); an int fixes it
 ``search_layouts`` the analyzer also tries sync PS in both layouts (dedicated PS hosts and one
 PS task beside each worker) and the hybrid at every S in 1..``ps`` (``ps`` is then the most PS
 hosts available); without it, a plan keeps the caller's ``ps`` and ``ps_placement``, which is
-what a run needs: its one launch has exactly those PS tasks (bench/planning.py), but it can
+what a run needs: its one launch has exactly those PS tasks (bench/driver/planning.py), but it can
 split its batch as it likes. Of the hybrid's (S, m) variants only the plain one (the fewest
 PS tasks, no pipelining) and those ``MIN_VARIANT_GAIN`` faster than it qualify; of those within
 that margin of the fastest, the analyzer takes the fewest PS tasks, then the fewest
@@ -33,9 +33,9 @@ micro-batches (see the constant). ``Plan`` records the S, m and layout it chose.
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from ralp.errors import UserError
 from ralp.cost_model import (PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS,
                              CODECS_OF, Prediction, parse_compression, predict)
+from ralp.errors import UserError
 from ralp.hardware import Hardware, load_hardware
 from ralp.head_chain import head_chain
 from ralp.profile import ModelProfile, profile_model

@@ -1,7 +1,7 @@
 """What a --compression spec means, without TensorFlow: one parser, and top-k's k.
 
-Read by the run settings' validation (bench/config.py), the cost model and the TF codecs
-(bench/codecs.py), so a spec accepted anywhere is understood everywhere: ``topk:1/100``
+Read by the run settings' validation (bench/core/config.py), the cost model and the TF codecs
+(strategies/codecs.py), so a spec accepted anywhere is understood everywhere: ``topk:1/100``
 and ``topk:0.01`` are the same codec to all of them.
 """
 import math

@@ -52,7 +52,7 @@ shared memory (``SHARED_MEMORY_PASSES`` per float, worker CPU time). Per strateg
   an edge inside its host; 2(W-1) latencies. All-gathered codecs: (W-1) payloads per edge.
 - "ralp", "ralp-hybrid": per-worker activation and tower bytes as above, k x them on each NIC.
 
-Compression (``compression=``, the codecs of bench/codecs.py): what is encoded
+Compression (``compression=``, the codecs of strategies/codecs.py): what is encoded
 where follows the strategies' code. Gradient pushes (ps, ralp's tower) are encoded
 on the worker and decoded on the PS; parameter pulls stay fp32. RALP's activations
 and activation gradients use fp16/int8 (encoded by the sender, decoded by the
@@ -69,7 +69,7 @@ throughput; that time adds to worker compute (encode/decode on workers) and PS
 compute (on the PS).
 
 Compute: with a ``ModelTiming`` (the model's own step measured on one host, see
-bench/calibration.py) the worker's step, the tower's and the head's are those
+bench/driver/calibration.py) the worker's step, the tower's and the head's are those
 seconds; without one, ~3x the forward FLOPs (forward + backward) at the hardware's
 conv and matmul rates. Memory-bound work is priced in elementwise passes
 (``Hardware.pass_seconds``: one pass reads two operands and writes one), not in
@@ -127,7 +127,7 @@ PS_PLACEMENTS = ("dedicated", "colocated")  # S PS hosts | one PS task on every 
 _LABELS = {"ps": "sync PS", "horovod": "ring all-reduce (Horovod)", "ralp": "FC-on-PS (RALP)",
            "ralp-hybrid": "hybrid: tower all-reduced, FC on PS"}
 # Each cost function's label in the analyzer's reasons (a strategy's own short label is its
-# spec's, bench/strategy_specs.py); one without a label above is named by its key, never a KeyError.
+# spec's, bench/core/strategy_specs.py); one without a label above is named by its key, never a KeyError.
 STRATEGY_LABELS = {name: _LABELS.get(name, name) for name in PRICED}
 BOTTLENECKS = ("worker compute", "PS compute", "PS link", "worker link")
 
@@ -372,7 +372,7 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap, k=1) -> Predict
     totals = {key: sum(getattr(ph, key) for ph in phases) for key in ("worker_tx", "worker_rx", "ps_tx", "ps_rx")}
     worker_compute = worker_fwd + worker_bwd + worker_codec
     if overlap and phases:
-        # The bound (bench/planning.py): each resource at full rate; a link direction's bytes plus one
+        # The bound (bench/driver/planning.py): each resource at full rate; a link direction's bytes plus one
         # latency (its last byte's flight; others overlap traffic). Colocated, one CPU runs the worker
         # and its PS task, and the links carry the busiest host's real bytes (else the mean host's, no
         # more), not the phases' maxima, which mix hosts and add contention as bytes.

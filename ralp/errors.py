@@ -2,7 +2,7 @@
 layer, a hardware preset that does not exist).
 
 Why here and not in bench: the engine imports nothing above it, so the harness's error type is
-this one (bench/errors.py re-exports it, and the CLI prints it in one line and exits 2)."""
+this one (bench/core/errors.py re-exports it, and the CLI prints it in one line and exits 2)."""
 
 
 class UserError(Exception):

@@ -4,7 +4,7 @@ Why a separate module: predictions are only as good as these numbers, so they ar
 named, labelled (preset from datasheets vs measured here) and overridable from the
 CLI. Presets use public datasheet peaks scaled by ``ACHIEVED_FRACTION`` (an
 assumption: well-tuned CNN training reaches roughly half of peak); ``local``
-is this machine, measured and cached by the driver (bench/calibration.py
+is this machine, measured and cached by the driver (bench/driver/calibration.py
 ``resolve_hardware``) and handed in as a Hardware: the engine measures nothing
 and writes no file.
 
@@ -178,7 +178,7 @@ def parse_latency(text) -> float:
 
 
 def hardware_from_measurement(data: dict, description: str) -> Hardware:
-    """A 'local' Hardware from measured figures (bench/calibration.py: conv and matmul FLOP/s,
+    """A 'local' Hardware from measured figures (bench/driver/calibration.py: conv and matmul FLOP/s,
     and an optional ``pass_s``)."""
     return Hardware(
         name="local", worker_conv_flops=data["worker_conv_flops"], worker_dense_flops=data["worker_dense_flops"],
@@ -230,7 +230,7 @@ def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None,
     """A Hardware, a preset name or a JSON file; link/latency overrides apply on top.
 
     ``bandwidth`` sets every link (workers and PS) unless ``ps_bandwidth`` is also given.
-    'local' is refused: only the driver measures this machine (bench/calibration.py).
+    'local' is refused: only the driver measures this machine (bench/driver/calibration.py).
     """
     spec = spec or DEFAULT_PRESET
     if isinstance(spec, Hardware):
@@ -239,7 +239,7 @@ def load_hardware(spec: Optional[str] = None, bandwidth=None, ps_bandwidth=None,
         hardware = PRESETS[spec]
     elif spec == "local":
         raise UserError("hardware 'local' is measured by the driver, not the engine: pass "
-                        "bench.calibration.resolve_hardware('local') (or ralp-bench analyze --hardware local)")
+                        "bench.driver.calibration.resolve_hardware('local') (or ralp-bench analyze --hardware local)")
     elif spec.endswith(".json") or os.path.sep in spec:
         hardware = _from_file(Path(spec))
     else:

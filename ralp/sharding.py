@@ -3,7 +3,7 @@
 tf_cnn_benchmarks spreads variables over its PS tasks greedily by size
 (``variable_mgr``'s greedy load balancing): each new variable goes to the task
 holding the fewest elements so far, ties to the lowest index. The strategies
-place variables with it (bench.strategy.variables_on_ps) and the cost model
+place variables with it (strategies.base.variables_on_ps) and the cost model
 prices each task's share with it, so predicted and measured bytes per host
 come from the same assignment. One huge FC matrix still lands whole on one
 task: shards are variables, not slices, as in the reference tool.

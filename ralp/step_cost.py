@@ -23,7 +23,7 @@ FUSION_PASSES = 2.0       # Horovod: copy into and out of the fusion buffer
 # 0.67 cores per host (2-core VM, TF 2.15, 2026-12-05): the receiver 0.49-0.57 ns per byte, the
 # sender 0.03-0.16, at ~0.58 ns per pass-element: serialisation and socket copies.
 TRANSPORT_PASSES = (1.0, 3.5)
-HYBRID_BUCKET_MB = 4.0  # bench/config.py's default --hybrid-bucket-mb
+HYBRID_BUCKET_MB = 4.0  # bench/core/config.py's default --hybrid-bucket-mb
 # Workers on one CPU host exchange all-reduce data through shared memory: the sender copies each
 # float in and the receiver copies it out, 16 bytes read or written per float, 4/3 of a pass's 12.
 SHARED_MEMORY_PASSES = 16.0 / 12.0
@@ -75,7 +75,7 @@ def activation_bytes(values: float, compression) -> float:
 
 
 # Elementwise passes per element of the dense tensor (encode, decode), measured with
-# bench/codecs.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
+# strategies/codecs.py on a 4M-float tensor (2-core x86 VM, TF 2.15 CPU, 2026-12-02; runs
 # varied by ~30%): one pass is a multiply-and-sum over the tensor, ~2.1 ns per element there.
 # Top-k's encode includes its error feedback (add the residual, select, gather, rebuild what
 # was sent, update the residual); its decode fills the dense tensor and scatters into it.

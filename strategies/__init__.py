@@ -6,4 +6,4 @@ workers, the head on the PS), with ``sharded_head`` and ``ring`` (the in-graph a
 
 Why a package of its own: these are the modules that train; the engine below them (ralp/:
 profile, cost model, analyzer) prices and chooses them without importing any, and the harness
-above loads one by its spec (bench/strategy_specs.py) on each rank."""
+above loads one by its spec (bench/core/strategy_specs.py) on each rank."""

@@ -19,9 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from bench.models import get_model
-from bench.optim import MomentumSGD
-from bench.strategy import Strategy, batch_indices_for, loss_fn, top1
-from bench.codecs import ErrorFeedback, Float16, NoCompression, TopK, get_codec
+from strategies.base import Strategy, batch_indices_for, loss_fn, top1
+from strategies.codecs import ErrorFeedback, Float16, NoCompression, TopK, get_codec
+from strategies.optim import MomentumSGD
 
 
 class HorovodAllreduce(Strategy):

@@ -17,9 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from bench.models import get_model
-from bench.optim import MomentumSGD
-from bench.strategy import Strategy, batch_indices_for, loss_fn, top1, variables_on_ps
-from bench.codecs import Transport
+from strategies.base import Strategy, batch_indices_for, loss_fn, top1, variables_on_ps
+from strategies.codecs import Transport
+from strategies.optim import MomentumSGD
 
 
 def dense(gradient):

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bench.models import get_model
-from bench.strategy import Strategy, loss_fn, top1
+from strategies.base import Strategy, loss_fn, top1
 
 
 class AsyncPS(Strategy):

@@ -31,7 +31,7 @@ the last layers' gradients travel while the first layers' backward still runs. S
 elementwise and independent of the bucketing, so with 2 workers bucketed and fused runs
 are bitwise identical (beyond 2, the order of the ring's additions differs per element).
 
-Codecs (``--compression fp16`` or ``int8``, bench/codecs.py through ``Transport``): the
+Codecs (``--compression fp16`` or ``int8``, strategies/codecs.py through ``Transport``): the
 activations go up and their gradients come down encoded (fp16 with a per-tensor scale), and
 every ring hop carries the codec's payload, summed in fp32 on the receiver (strategies/ring.py says
 why, and how the replicas stay identical). A sharded head's PS-to-PS partial sums stay fp32.
@@ -51,13 +51,13 @@ and the head works. Each micro-batch's loss is the mean over its W x B/m images,
 import numpy as np
 import tensorflow as tf
 
-from strategies.ps import dense
-from bench.codecs import Transport
-from bench.optim import MomentumSGD
-from bench.strategy import top1
-from ralp.cut import split_model
-from strategies.ralp_placement import LayerPlacement
 from ralp.buckets import MIB, buckets
+from ralp.cut import split_model
+from strategies.base import top1
+from strategies.codecs import Transport
+from strategies.optim import MomentumSGD
+from strategies.ps import dense
+from strategies.ralp_placement import LayerPlacement
 from strategies.ring import ring_allreduce
 from strategies.sharded_head import ShardedHead
 
@@ -89,7 +89,7 @@ class HybridPlacement(LayerPlacement):
                                              self.config.momentum) for r in self.replicas]
         self.buckets = gradient_buckets(self.replicas[0], self.config.hybrid_bucket_mb * MIB)
         self.transport = Transport(self.config.compression)
-        if self.transport.sparse:  # bench/config.py refuses it with the fix; this guards direct use
+        if self.transport.sparse:  # bench/core/config.py refuses it with the fix; this guards direct use
             raise ValueError("ralp-hybrid's ring takes stateless codecs only (CODECS_OF)")
         self.ring_codec = self.transport.codec if self.transport.applies() else None
         self._step = tf.function(self.step_graph)

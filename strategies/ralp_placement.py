@@ -19,10 +19,10 @@ activations loses, rather than delays, what it drops, so they travel in fp32.
 """
 import tensorflow as tf
 
-from strategies.ps import InGraphStrategy, dense
-from bench.strategy import loss_fn
-from bench.codecs import Transport
 from ralp.cut import split_model
+from strategies.base import loss_fn
+from strategies.codecs import Transport
+from strategies.ps import InGraphStrategy, dense
 
 
 class LayerPlacement(InGraphStrategy):

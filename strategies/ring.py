@@ -9,7 +9,7 @@ those of a ring all-reduce of one fused buffer (reduce-scatter, then all-gather:
 gradients (one call per bucket, strategies/ralp_hybrid.py) and among the PS tasks for a sharded head's
 partial sums (strategies/sharded_head.py).
 
-With a ``codec`` (bench/codecs.py: fp16 as ScaledFloat16, int8) every hop carries the codec's
+With a ``codec`` (strategies/codecs.py: fp16 as ScaledFloat16, int8) every hop carries the codec's
 payload: the sender encodes, the receiver decodes and adds its own chunk in fp32. Horovod's
 fp16 compression sums in fp16 instead, because its reduction runs inside the collective on the
 wire's dtype; here the receiver's add is our own op, so summing in fp32 costs no byte and keeps

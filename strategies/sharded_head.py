@@ -35,8 +35,8 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
-from bench.errors import UserError
-from bench.strategy import loss_fn
+from bench.core.errors import UserError
+from strategies.base import loss_fn
 from strategies.ring import near_equal_sizes, ring_allreduce
 
 ACTIVATIONS = ("relu", "linear")

@@ -1,6 +1,6 @@
 """A strategy whose chief fails in setup (tests/test_errors.py; its spec: tests/demo_broken_spec.py): what a user sees must be one
 line naming the log file, and the log must hold the rank's whole traceback."""
-from bench.strategy import Strategy
+from strategies.base import Strategy
 
 
 class Broken(Strategy):

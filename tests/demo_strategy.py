@@ -8,8 +8,8 @@ worker 0 instead of W to the PS). Same arithmetic as sync PS, so the same weight
 """
 import tensorflow as tf
 
+from strategies.base import loss_fn
 from strategies.ps import InGraphStrategy, dense
-from bench.strategy import loss_fn
 
 
 class ReduceOnWorker0(InGraphStrategy):

@@ -11,8 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from bench.models import get_model
-from bench.optim import MomentumSGD
-from bench.strategy import Strategy, batch_indices_for, loss_fn, top1
+from strategies.base import Strategy, batch_indices_for, loss_fn, top1
+from strategies.optim import MomentumSGD
 
 
 class MpiAllreduce(Strategy):

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from bench.config import RunConfig
-from bench.harness import run_one
+from bench.core.config import RunConfig
+from bench.driver.harness import run_one
 from bench.launch.local import LocalLauncher
 
 TARGET = 0.80

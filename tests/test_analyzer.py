@@ -9,7 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from bench.errors import UserError  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
 from ralp.analyzer import MIN_SPLIT_GAIN, analyze  # noqa: E402
 from ralp.hardware import load_hardware  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
@@ -182,7 +182,7 @@ def priced_plugin():
     """A strategy from outside the tree that the cost model prices as sync PS (the test-only
     tree-reduced PS of tests/demo_strategy.py), registered for one test the way a module named
     in RALP_STRATEGY_MODULES registers itself."""
-    from bench.strategy_specs import SPECS, StrategySpec, register
+    from bench.core.strategy_specs import SPECS, StrategySpec, register
 
     spec = register(StrategySpec("ps-tree-demo", "tests.demo_strategy:ReduceOnWorker0", "tf",
                                  "sync PS reduced on worker 0 (test only)", "#17becf", priced_as="ps",
@@ -209,8 +209,8 @@ def test_a_priced_plugin_strategy_is_a_row_under_its_own_label(priced_plugin, ca
     from bench.cli import build_parser
     from bench.commands.analyze_plot import measured_points, plot
     from bench.models.sources import get_spec
-    from bench.planning import model_profile
-    from bench.results import ResultStore
+    from bench.driver.planning import model_profile
+    from bench.store.results import ResultStore
     from ralp.cost_model import predict
 
     args = build_parser().parse_args(["analyze", "--model", "lenet_mnist", "--workers", "2", "--bandwidth", "1gbit"])
@@ -240,7 +240,7 @@ def test_an_unpriced_plugin_strategy_is_no_row():
     result = subprocess.run([sys.executable, "-m", "bench.cli", "analyze", "--model", "lenet_mnist"], cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr
-    from bench.strategy_specs import SPECS
+    from bench.core.strategy_specs import SPECS
 
     assert set(_table_rows(result.stdout)) == {spec.label for spec in SPECS.values()
                                                if spec.priced_as and not spec.one_batch_per_step}

@@ -84,7 +84,7 @@ def test_long_functions_say_why():
 
 
 def test_settings_validation_and_the_cost_model_import_no_tensorflow():
-    code = ("import sys\nfrom bench.config import RunConfig\nfrom ralp.cost_model import predict\n"
+    code = ("import sys\nfrom bench.core.config import RunConfig\nfrom ralp.cost_model import predict\n"
             "RunConfig(strategy='ralp', compression='topk:1/100', hardware='v100-10gbe').validate()\n"
             "assert 'tensorflow' not in sys.modules, 'TensorFlow imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -94,8 +94,8 @@ def test_settings_validation_and_the_cost_model_import_no_tensorflow():
 def test_a_ratio_topk_spec_is_understood_by_planning_and_predictions():
     """Defect: topk:1/100 passed validation, then ralp/auto rows failed with "planning failed"
     and ps/horovod rows silently lost their predictions (the cost model parsed floats only)."""
-    from bench.config import RunConfig
-    from bench.planning import predict, resolve
+    from bench.core.config import RunConfig
+    from bench.driver.planning import predict, resolve
 
     for strategy in ("ralp", "auto", "ps", "horovod"):
         cfg = RunConfig(model="alexnet_cifar", strategy=strategy, compression="topk:1/100",
@@ -110,8 +110,8 @@ def test_every_rank_setting_reaches_the_ranks():
     """Settings are declared once (RunConfig's fields): what the driver forwards is what a rank parses."""
     from dataclasses import fields
 
-    from bench.config import RunConfig
-    from bench.harness import rank_argv
+    from bench.core.config import RunConfig
+    from bench.driver.harness import rank_argv
     from bench.run import parse
 
     cfg = RunConfig(model="vgg_cifar", workers=3, ps_placement="colocated", batch_size=8, steps=12, target_ci=0.05,
@@ -131,10 +131,10 @@ def test_run_settings_are_declared_once_for_flags_ranks_sweeps_and_rows():
     import argparse
     from dataclasses import fields
 
-    from bench.config import RunConfig, add_setting_arguments
-    from bench.result_schema import FIELD_TYPES
+    from bench.core.config import RunConfig, add_setting_arguments
+    from bench.store.schema import FIELD_TYPES
     from bench.run import parse
-    from bench.sweep import RUN_KEYS
+    from bench.driver.sweep import RUN_KEYS
 
     declared = {f.name: f.metadata["cli"] for f in fields(RunConfig)}
     for where in ("run", "cluster", "rank"):
@@ -150,7 +150,7 @@ def test_run_settings_are_declared_once_for_flags_ranks_sweeps_and_rows():
 
 
 def test_the_rank_result_is_typed_and_refuses_what_it_does_not_know():
-    from bench.rank_result import RankResult
+    from bench.rank.result import RankResult
 
     result = RankResult(plan="ps", cut_layer=None, timed_steps=2, step_times=[0.5, 0.6], per_step_timing=True,
                         losses=[2.3, 2.2], evals=[], setup_s=1.0, train_time_s=1.1,

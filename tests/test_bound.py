@@ -15,10 +15,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from bench import calibration, planning  # noqa: E402
-from bench.config import RunConfig  # noqa: E402
-from bench.errors import UserError  # noqa: E402
-from bench.results import new_row  # noqa: E402
+from bench.core.config import RunConfig  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
+from bench.driver import calibration, planning  # noqa: E402
+from bench.store.results import new_row  # noqa: E402
 from ralp.cost_model import predict  # noqa: E402
 from ralp.hardware import Hardware  # noqa: E402
 from test_cost_model import two_layer_profile  # noqa: E402
@@ -160,7 +160,7 @@ PRESET = dict(model="lenet_mnist", hardware="v100-10gbe", bandwidth="100mbit", w
 
 
 def test_planning_bound_is_the_cost_models_overlapped_step_for_what_ran():
-    from bench.harness import _predicted
+    from bench.driver.harness import _predicted
 
     cfg = RunConfig(strategy="ralp", **PRESET)
     cut = planning.first_cut(cfg)
@@ -244,7 +244,7 @@ def test_stored_rows_without_the_column_load_and_report_a_dash():
     from pathlib import Path
 
     from bench.report.document import build_report
-    from bench.results import ResultStore
+    from bench.store.results import ResultStore
 
     results = Path(__file__).resolve().parent.parent / "results"
     df = ResultStore(results).load(["20261204T115426Z-30fb48"], quiet=True)

@@ -1,5 +1,5 @@
 """One calibration cache for the whole tool (issue 33): ``analyze --hardware local`` and ``run``'s
-predictions read and write the same keyed entries (bench/calibration.py), and neither erases
+predictions read and write the same keyed entries (bench/driver/calibration.py), and neither erases
 the other's. Defect: ``analyze`` wrote a one-entry file of its own format over the cache,
 deleting every quota figure and model timing that ``run`` had measured.
 
@@ -15,7 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-import bench.calibration as calibration  # noqa: E402
+import bench.driver.calibration as calibration  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 MODEL_FIGURES = {"full_s": 0.125}  # a run's model timing, as the capped subprocess reports it
@@ -43,7 +43,7 @@ def _seed_model_timing(cores):
 
 
 def test_the_cache_path_follows_ralp_cache(tmp_path):
-    code = "import bench.calibration as c; print(c.CACHE)"
+    code = "import bench.driver.calibration as c; print(c.CACHE)"
     env = {**os.environ, "RALP_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert out.stdout.strip() == str(tmp_path / "calibration.json"), out.stderr
@@ -53,8 +53,8 @@ def test_analyze_local_and_run_keep_each_others_entries(cache):
     """The real CLI measures this machine once (~8 s) into the shared cache; the entry a run
     wrote before stays, the run's planning reads analyze's figures, and a later run's entry
     leaves analyze's in place."""
-    from bench.config import RunConfig
-    from bench.planning import hardware_for
+    from bench.core.config import RunConfig
+    from bench.driver.planning import hardware_for
 
     run_key, run_entry = _seed_model_timing(cores=1.5)
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "analyze", "--model", "lenet_mnist", "--hardware",
@@ -85,7 +85,7 @@ def test_analyze_local_and_run_keep_each_others_entries(cache):
 
 WRITER = """
 import sys, time
-import bench.calibration as c
+import bench.driver.calibration as c
 name, start = sys.argv[1], float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.001)

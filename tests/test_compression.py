@@ -11,8 +11,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from bench.errors import UserError  # noqa: E402
-from bench.codecs import ErrorFeedback, get_codec  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
+from strategies.codecs import ErrorFeedback, get_codec  # noqa: E402
 
 SPECS = ["none", "fp16", "int8", "topk:0.1", "topk:1"]
 SHAPES = [(), (0,), (7,), (3, 4), (2, 0, 3), (4, 5, 6), (2, 3, 3, 8)]
@@ -139,7 +139,7 @@ def test_error_feedback_residual_lives_on_the_encoding_device():
         import tensorflow as tf
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from bench.codecs import ErrorFeedback, get_codec
+        from strategies.codecs import ErrorFeedback, get_codec
         feedback = ErrorFeedback(get_codec("topk:0.25"))
 
         @tf.function

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from bench.config import RunConfig
-from bench.errors import UserError
-from bench.harness import run_one
+from bench.core.config import RunConfig
+from bench.core.errors import UserError
+from bench.driver.harness import run_one
 from bench.launch.local import LocalLauncher
 from tests.test_distributed import BATCH, LR, MODEL, STEPS, WARMUP, reference_weights
 
@@ -59,8 +59,8 @@ def emulated_weights(codec, steps=UPDATES, workers=2):
 
     from bench.data import global_batch, load_dataset
     from bench.models import get_model
-    from bench.optim import MomentumSGD
-    from bench.strategy import loss_fn
+    from strategies.optim import MomentumSGD
+    from strategies.base import loss_fn
 
     data = load_dataset("mnist", seed=0, input_shape=(28, 28, 1), num_classes=10)
     model = get_model(MODEL, seed=0)
@@ -116,7 +116,7 @@ def uncompressed():
 def test_scaled_fp16_keeps_small_gradients_that_plain_fp16_flushes():
     import tensorflow as tf
 
-    from bench.codecs import Float16, ScaledFloat16
+    from strategies.codecs import Float16, ScaledFloat16
 
     x = (np.random.default_rng(0).normal(size=4000) * 1e-6).astype(np.float32)  # typical mean-loss grads
     scaled, plain = ScaledFloat16(), Float16()
@@ -135,7 +135,7 @@ TRANSPORT_SCRIPT = """
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from bench.codecs import Transport
+from strategies.codecs import Transport
 out = {}
 for spec in ("none", "fp16", "int8", "topk:0.5"):
     transport = Transport(spec)
@@ -270,7 +270,7 @@ def test_fp16_stays_close_to_uncompressed(strategy, tolerance, initial, uncompre
 def test_compression_auto_takes_the_analyzers_codec():
     """--compression auto: a fixed strategy keeps its strategy and gets the codec the analyzer
     picks for it; --strategy auto gets the analyzer's joint pick."""
-    from bench.planning import Resolved, hardware_for, model_profile, resolve
+    from bench.driver.planning import Resolved, hardware_for, model_profile, resolve
     from ralp.analyzer import analyze
     from ralp.cost_model import SPLIT_STRATEGIES, STRATEGIES
 
@@ -323,7 +323,7 @@ def emulated_rows():
 
 
 def test_measured_bytes_drop_as_predicted(emulated_rows):
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     P = model_profile("alexnet_cifar").params
     for (strategy, compression), row in emulated_rows.items():

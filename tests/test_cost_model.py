@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from bench.errors import UserError  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
 from ralp.cost_model import predict  # noqa: E402
 from ralp.hardware import PRESETS, Hardware, load_hardware, parse_bandwidth, parse_latency  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
@@ -276,15 +276,15 @@ def test_hardware_json_file(tmp_path):
 
 
 def test_the_engine_refuses_to_measure_local_hardware_itself():
-    """'local' is measured and cached by the driver alone (bench/calibration.py, tests/test_calibration.py):
+    """'local' is measured and cached by the driver alone (bench/driver/calibration.py, tests/test_calibration.py):
     the engine names the fix in one line instead of writing a cache of its own."""
     with pytest.raises(UserError, match=r"measured by the driver.*resolve_hardware\('local'\)"):
         load_hardware("local")
 
 
 def test_ps_link_rate_and_latency_reach_the_analyzer():
-    from bench.config import RunConfig
-    from bench.planning import hardware_for
+    from bench.core.config import RunConfig
+    from bench.driver.planning import hardware_for
 
     cfg = RunConfig(hardware="v100-10gbe", bandwidth="1gbit", ps_bandwidth="10gbit", latency="1ms")
     hw = hardware_for(cfg)

@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from bench.errors import UserError  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
 from ralp.analyzer import analyze  # noqa: E402
 from ralp.cost_model import ModelTiming, predict  # noqa: E402
 from ralp.hardware import BYTES_PER_PASS, PRESETS, Hardware, load_hardware  # noqa: E402
@@ -211,7 +211,7 @@ def test_hierarchical_all_reduce_wins_where_several_gpus_share_a_slow_nic():
     """VGG-16's gradients on 2 hosts of 8 V100s behind 10 GbE: the NIC carries 1.0 instead of
     1.875 payloads; on one 8-GPU host nothing crosses a NIC either way. Other strategies ignore it."""
     from bench.models.sources import get_spec
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     vgg = model_profile(get_spec("vgg16"))
     hw = load_hardware("v100x8-10g")

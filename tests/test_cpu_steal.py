@@ -1,8 +1,8 @@
-"""CPU steal (bench/cpu_steal.py): read from /proc/stat, and the rule that measures again under it."""
+"""CPU steal (bench/launch/cpu_steal.py): read from /proc/stat, and the rule that measures again under it."""
 import pytest
 
-import bench.cpu_steal as cs
-from bench.errors import UserError
+from bench.core.errors import UserError
+import bench.launch.cpu_steal as cs
 
 
 def test_steal_is_read_from_this_machine():
@@ -45,7 +45,7 @@ def test_a_measurement_under_steal_is_taken_again_at_most_three_times(monkeypatc
 
 
 def test_calibration_is_measured_again_under_steal_and_cached_with_it(monkeypatch, tmp_path):
-    import bench.calibration as calibration
+    import bench.driver.calibration as calibration
 
     monkeypatch.setattr(calibration, "CACHE", tmp_path / "calibration.json")
     ticks = readings(0.5, 0.02)

@@ -7,10 +7,10 @@ import struct
 import numpy as np
 import pytest
 
+from bench.core.errors import UserError
 from bench.data import (DATASET_NAMES, batch_indices, global_batch, load_dataset, shard, shard_indices,
                         validate_data, worker_batch)
 from bench.data.bundled import bundled_mnist_path
-from bench.errors import UserError
 
 # ---------------------------------------------------------------- synthetic
 

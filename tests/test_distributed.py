@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from bench.config import RunConfig
-from bench.harness import run_one
+from bench.core.config import RunConfig
+from bench.driver.harness import run_one
 from bench.launch.local import LocalLauncher
 from tests.conftest import our_processes, signal_and_wait, start_cli, wait_for_rank
 
@@ -28,8 +28,8 @@ def reference_weights(steps, model=MODEL):
     from bench.models.build import settled_spec
     from bench.models.registry import ModelSpec
     from bench.models.sources import get_spec
-    from bench.optim import MomentumSGD
-    from bench.strategy import loss_fn
+    from strategies.optim import MomentumSGD
+    from strategies.base import loss_fn
 
     spec = settled_spec(model if isinstance(model, ModelSpec) else get_spec(model))
     data = load_dataset("mnist", seed=0, input_shape=spec.input_shape, num_classes=spec.num_classes)
@@ -92,7 +92,7 @@ def run_plugin(strategy, spec_module, monkeypatch, tmp_path):
     as a user would) at 2 workers; return its row and the weights it dumped."""
     import importlib
 
-    from bench.strategy_specs import SPECS
+    from bench.core.strategy_specs import SPECS
 
     monkeypatch.setenv("RALP_STRATEGY_MODULES", spec_module)  # for the ranks
     importlib.reload(importlib.import_module(spec_module))  # for this process
@@ -137,7 +137,7 @@ def test_killed_worker_ends_run_with_named_rank(tmp_path):
     time.sleep(1)
     assert our_processes() == []
     # the failure is recorded as a row, not dropped
-    from bench.results import ResultStore
+    from bench.store.results import ResultStore
     df = ResultStore(str(tmp_path / "results")).load()
     assert list(df["status"]) == ["failed"] and "worker 1" in df["failure"].iloc[0]
 

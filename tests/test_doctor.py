@@ -12,8 +12,8 @@ import pytest
 
 from bench.commands import doctor
 from bench.commands.doctor import gpu_verdict
-from bench.environment import gpu_fields, horovod_nccl_code, nccl_version, tf_build_info
-from bench.result_schema import FIELD_TYPES, coerce_frame, new_row
+from bench.store.environment import gpu_fields, horovod_nccl_code, nccl_version, tf_build_info
+from bench.store.schema import FIELD_TYPES, coerce_frame, new_row
 from tests.conftest import ROOT
 
 NCCL_2_18_3 = 21803  # NCCL_VERSION_CODE: 2*10000 + 18*100 + 3
@@ -102,7 +102,7 @@ def test_gpu_fields_on_this_machine_are_honest():
 
 
 def test_gpu_fields_import_no_tensorflow():
-    code = ("import sys; from bench.environment import gpu_fields; gpu_fields(); "
+    code = ("import sys; from bench.store.environment import gpu_fields; gpu_fields(); "
             "assert 'tensorflow' not in sys.modules and 'horovod' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch.emulated_cluster import (STATE_DIR, EmulatedCluster, cluster_namespaces, destroy_cluster,
-                                   find_stale, read_states)
+                                           find_stale, read_states)
 from bench.launch.nic import nic_counters
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

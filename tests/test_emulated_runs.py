@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from bench.config import RunConfig
-from bench.harness import run_one
+from bench.core.config import RunConfig
+from bench.driver.harness import run_one
 from bench.launch.netns import can_emulate, netns_list
 from tests.conftest import our_processes, signal_and_wait, start_cli, wait_for_rank
 
@@ -72,7 +72,7 @@ def test_ralp_moves_at_most_a_fifth_of_ps_bytes_on_the_ps_link(four_worker_rows)
 def test_hybrid_puts_only_activations_on_the_ps_link(four_worker_rows):
     """ralp-hybrid: 4 B A floats up and as many down per worker, W of them on the PS host; the
     tower's gradients go round the workers' ring (2(W-1)/W x 4 P_tower each way per worker)."""
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     row = four_worker_rows["ralp-hybrid"]
     assert row["status"] == "ok", row["failure"]

@@ -3,21 +3,21 @@ the whole text goes to a log file, which the line names."""
 import os
 import re
 
-from bench.errors import log_file, one_line, traceback_to_log
+from bench.core.errors import log_file, one_line, traceback_to_log
 from tests.conftest import ralp_bench
 
 TRACEBACK = '''calibration model failed: Traceback (most recent call last):
-  File "/x/bench/calibration.py", line 196, in _measure_model
+  File "/x/bench/driver/calibration.py", line 196, in _measure_model
     tower, head = split_model(model, cut)
                   ^^^^^^^^^^^^^^^^^^^^^^^
   File "/x/ralp/cut.py", line 20, in split_model
     raise UserError(msg)
-bench.errors.UserError: cannot cut sequential after 'flatten_1'; valid cut points: flatten, dense'''
+bench.core.errors.UserError: cannot cut sequential after 'flatten_1'; valid cut points: flatten, dense'''
 
 
 def test_a_traceback_becomes_the_exception_it_ends_in():
     line = one_line(TRACEBACK)
-    assert line == ("calibration model failed: bench.errors.UserError: cannot cut sequential after 'flatten_1'; "
+    assert line == ("calibration model failed: bench.core.errors.UserError: cannot cut sequential after 'flatten_1'; "
                     "valid cut points: flatten, dense")
     assert "\n" not in line and "^" not in line and "File " not in line
 
@@ -56,7 +56,7 @@ def test_a_failed_launch_is_one_line_that_names_its_full_log(tmp_path, monkeypat
     assert m and os.path.isfile(m.group(1)), errors[0]
     log = open(m.group(1)).read()
     assert "Traceback (most recent call last)" in log and "RuntimeError: this strategy always fails" in log
-    from bench.results import ResultStore
+    from bench.store.results import ResultStore
 
     failure = ResultStore(str(tmp_path / "results")).load()["failure"].iloc[0]
     assert "\n" not in failure and m.group(1) in failure

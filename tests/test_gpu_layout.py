@@ -5,7 +5,7 @@ exactly as before.
 
 Placements come from bench/launch/base.py ``place_ranks`` for the hostfile
 ``h0 slots=2, h1 slots=4, h2 slots=4`` (and others), as a hosts-mode run would place them.
-Expected devices are written out by hand from the rule in bench/gpu.py's docstring.
+Expected devices are written out by hand from the rule in bench/rank/gpu.py's docstring.
 """
 import json
 import subprocess
@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from bench.config import RunConfig
-from bench.errors import UserError
-from bench.gpu import LOCAL_RANK_VARIABLES, GpuChoice, choose_gpu, host_gpus, local_rank
+from bench.core.config import RunConfig
+from bench.core.errors import UserError
+from bench.core.roles import RankLayout
+from bench.core.strategy_specs import spec_of
 from bench.launch.base import place_ranks
-from bench.roles import RankLayout
-from bench.strategy_specs import spec_of
+from bench.rank.gpu import LOCAL_RANK_VARIABLES, GpuChoice, choose_gpu, host_gpus, local_rank
 from tests.conftest import ROOT
 
 HOSTFILE = [2, 4, 4]  # h0 slots=2, h1 slots=4, h2 slots=4
@@ -120,9 +120,9 @@ def test_without_gpus_nothing_changes(strategy):
 
 def test_select_gpu_on_this_cpu_machine_leaves_tensorflow_as_it_was():
     tf = pytest.importorskip("tensorflow")
-    from bench.rank_main import _select_gpu
-    from bench.roles import Role
-    from bench.tf_cluster import ClusterInfo
+    from bench.rank.main import _select_gpu
+    from bench.core.roles import Role
+    from bench.rank.tf_cluster import ClusterInfo
 
     if tf.config.list_physical_devices("GPU"):
         pytest.skip("this machine has GPUs")
@@ -154,9 +154,9 @@ def test_config_fields_give_a_server_its_gpu_and_hide_the_others():
 
 _SERVER = """
 import json, os, sys
-from bench.gpu import GpuChoice
-from bench.roles import Role
-from bench.tf_cluster import ClusterInfo, reserve_port, start_server
+from bench.core.roles import Role
+from bench.rank.gpu import GpuChoice
+from bench.rank.tf_cluster import ClusterInfo, reserve_port, start_server
 out = {}
 for name, choice in (("cpu", None), ("gpu3", GpuChoice(3, 4)), ("hidden", GpuChoice(None, 4))):
     s = reserve_port("127.0.0.1"); port = s.getsockname()[1]; s.close()

@@ -1,6 +1,6 @@
 """Horovod's knobs reach its ranks as the variables Horovod 0.28 reads at hvd.init(), and the row
-says which were on (bench/hvd_init.py)."""
-from bench.hvd_init import settings_label, tuning_env
+says which were on (bench/core/horovod_settings.py)."""
+from bench.core.horovod_settings import settings_label, tuning_env
 
 
 def test_tuning_env_is_what_horovod_reads():

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import cgroups as cg
 from bench.launch import link_probe
 from bench.launch import netns as nx
@@ -117,7 +117,7 @@ def test_link_probe_patterns_measure_against_line_rate():
 
 
 def test_each_strategy_names_the_pattern_its_traffic_follows():
-    from bench.strategy_specs import spec_of
+    from bench.core.strategy_specs import spec_of
 
     assert spec_of("horovod").pattern_for() == "all-reduce"
     assert spec_of("ralp").pattern_for("colocated") == "fan-in"  # RALP's head stays on the PS host
@@ -140,7 +140,7 @@ def test_threads_follow_the_quota():
 
 
 def test_calibration_is_measured_under_the_quota():
-    from bench.calibration import run_capped
+    from bench.driver.calibration import run_capped
 
     capped = run_capped(0.25, ["hardware"])
     whole = run_capped(None, ["hardware"])

@@ -22,7 +22,7 @@ def test_ring_allreduce_sums_on_every_device_identically(workers, length):
 
 
 def test_the_hybrid_is_priced_with_activations_only_on_the_ps_link():
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
     from ralp.cost_model import predict
     from ralp.hardware import load_hardware
 
@@ -111,7 +111,7 @@ def _np_int8(x):
 def test_a_ring_with_a_codec_sums_as_its_numpy_emulation_and_identically_everywhere(spec, workers, length):
     import tensorflow as tf
 
-    from bench.codecs import Transport
+    from strategies.codecs import Transport
     from strategies.ring import ring_allreduce
 
     rng = np.random.default_rng(workers * 10 + length)
@@ -134,9 +134,9 @@ def _hybrid(workers=2, steps=4, **settings):
     """The hybrid (lenet_mnist, the distributed tests' batch and rate) with every task on this
     process's CPU: the same graph as a cluster run, less the transfers. Returns the strategy
     after ``steps`` steps and their losses."""
-    from bench.config import RunConfig
+    from bench.core.config import RunConfig
     from bench.run import load_shards
-    from bench.strategy import StrategyContext
+    from strategies.base import StrategyContext
     from strategies.ralp_hybrid import HybridPlacement
     from tests.test_distributed import BATCH, LR, MODEL
 
@@ -252,9 +252,9 @@ def _gradient_ops(ops, layer):
 def test_the_ring_takes_stateless_codecs_only_and_a_bucket_size_of_at_least_zero(monkeypatch):
     from dataclasses import replace
 
-    from bench.config import RunConfig
-    from bench.errors import UserError
-    from bench.strategy_specs import SPECS
+    from bench.core.config import RunConfig
+    from bench.core.errors import UserError
+    from bench.core.strategy_specs import SPECS
 
     with pytest.raises(UserError, match="--hybrid-bucket-mb must be >= 0"):
         RunConfig(strategy="ralp-hybrid", hybrid_bucket_mb=-1).validate()
@@ -268,8 +268,8 @@ def test_the_ring_takes_stateless_codecs_only_and_a_bucket_size_of_at_least_zero
 def test_a_bucketed_pipelined_hybrid_cluster_run_matches_single_process_sgd(tmp_path):
     """The same across real processes (mpirun, TF servers, gRPC between the workers): each hop
     a transfer, each bucket's ring its own."""
-    from bench.config import RunConfig
-    from bench.harness import run_one
+    from bench.core.config import RunConfig
+    from bench.driver.harness import run_one
     from bench.launch.local import LocalLauncher
     from tests.test_distributed import BATCH, LR, MODEL, STEPS, WARMUP, assert_same_weights, reference_weights
 
@@ -288,8 +288,8 @@ def test_the_hybrid_is_priced_with_its_codec_on_the_ring_and_the_activations():
     """fp16: every byte of the ring and of the activations halves (ScaledFloat16's 4-byte scale
     per tensor aside); int8 quarters them; top-k is no candidate (its ring would need error
     feedback per hop)."""
-    from bench.errors import UserError
-    from bench.planning import model_profile
+    from bench.core.errors import UserError
+    from bench.driver.planning import model_profile
     from ralp.cost_model import predict
     from ralp.hardware import load_hardware
 
@@ -313,7 +313,7 @@ def test_bucketed_rings_are_priced_under_the_backward():
     """One bucket: the ring after the whole backward (the fused step). Buckets: each ring leaves
     as the backward passes its layers (ralp/cost_model.py ``_streamed_push``), so the step is
     shorter, by at most the ring's own time, and never below the backward alone."""
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
     from ralp.cost_model import predict
     from ralp.hardware import load_hardware
 

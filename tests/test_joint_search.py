@@ -11,7 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from bench.errors import UserError  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
 from ralp.analyzer import MIN_VARIANT_GAIN, _pick_variant, analyze  # noqa: E402
 from ralp.cost_model import Prediction, predict  # noqa: E402
 from ralp.hardware import Hardware, load_hardware  # noqa: E402
@@ -265,7 +265,7 @@ def test_micro_batches_move_vgg16s_crossover_to_the_ring(workers, strategy):
 
 
 def test_without_search_layouts_a_plan_keeps_the_runs_ps_count_and_layout():
-    """What bench/planning.py asks: its one launch has exactly --ps PS tasks in --ps-placement."""
+    """What bench/driver/planning.py asks: its one launch has exactly --ps PS tasks in --ps-placement."""
     profile = zoo_profile("vgg_cifar")
     plan = analyze(profile, batch_size=32, workers=4, ps=2, hardware=ONE_GBIT, ps_placement="dedicated")
     assert {S for S, _ in plan.hybrid_variants} == {2} and set(plan.ps_layouts) == {"dedicated"}
@@ -296,7 +296,7 @@ def test_the_search_picks_the_faster_sync_ps_layout():
 
 def test_plot_overlays_the_measured_medians_from_the_result_store(tmp_path):
     from bench.commands.analyze_plot import measured_points, plot
-    from bench.results import ResultStore
+    from bench.store.results import ResultStore
 
     store = ResultStore(tmp_path / "results")
     base = dict(model="toy", batch_size=32, link_bps=1e9, status="ok", ps=1, ps_placement="dedicated")

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from bench.config import RunConfig
-from bench.errors import UserError
+from bench.core.config import RunConfig
+from bench.core.errors import UserError
+from bench.core.roles import RankLayout
 from bench.launch.base import place_ranks
-from bench.roles import RankLayout
 from ralp.sharding import shard_loads
 from tests.conftest import ROOT
 
@@ -70,8 +70,8 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
-from bench.config import RunConfig
-from bench.strategy import StrategyContext
+from bench.core.config import RunConfig
+from strategies.base import StrategyContext
 from strategies.ps import SyncPS
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
 strategy = SyncPS(StrategyContext(RunConfig(model=sys.argv[1]), shards=None, ps_devices=devices))
@@ -87,7 +87,7 @@ print(json.dumps({"load": list(load.values()), "slots_beside": slots_beside}))
 @pytest.mark.parametrize("model", ["alexnet_cifar", "resnet_cifar"])
 def test_tensorflow_places_variables_as_the_cost_model_shards_them(model):
     """resnet_cifar is functional: it creates variables in call order, not in layer order."""
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     proc = subprocess.run([sys.executable, "-c", _PLACEMENT, model], capture_output=True, text=True, cwd=ROOT,
                           timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
@@ -101,7 +101,7 @@ def test_a_rank_that_raised_is_named_with_its_exception():
     """mpirun says which rank exited; the rank's own last exception line says why (a failed row
     that only said 'exited with code 1' sent people to rerun it by hand to find out)."""
     from bench.launch.base import diagnose
-    from bench.roles import RankLayout
+    from bench.core.roles import RankLayout
 
     exited = ("\n  Process name: [[123,1],0]\n  Exit code:    1\n")
     raised = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
@@ -123,8 +123,8 @@ def test_a_rank_that_raised_is_named_with_its_exception():
 def test_gloo_waits_as_long_as_the_harness_watchdog():
     """Gloo's per-operation limit (30 s by default) failed VGG-16's 411 MB broadcast on a 105.7 Mbit/s
     link (~32 s at line rate); it now follows the watchdog's warm-up window, never below 30 s."""
-    from bench.config import RunConfig
-    from bench.hvd_init import gloo_timeout_s
+    from bench.core.config import RunConfig
+    from bench.rank.hvd_init import gloo_timeout_s
 
     def window(step_timeout, warmup_steps):
         return RunConfig(step_timeout=step_timeout, warmup_steps=warmup_steps).warmup_window_s

@@ -5,11 +5,11 @@ reached the cost model, so predictions for asymmetric or delayed links were wron
 """
 import pytest
 
-from bench.clusters import apply_cluster
-from bench.config import RunConfig
-from bench.errors import UserError
+from bench.core.config import RunConfig
+from bench.core.errors import UserError
+from bench.driver.clusters import apply_cluster
+from bench.driver.planning import hardware_for, predict
 from bench.launch.emulated_launcher import EmulatedLauncher
-from bench.planning import hardware_for, predict
 from ralp.links import LinkSpec
 
 

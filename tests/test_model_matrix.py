@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from tests.conftest import ROOT, our_processes
 
 FILE = "tests/user_models.py"
@@ -57,17 +57,17 @@ def flags_of(label, saved):
 
 def plan_cell(argv):
     """What `ralp-bench run --cluster local ARGV` settles before launching: the driver's checks,
-    then per configuration the plan and the row's prediction (bench/harness.py run_one). Returns
+    then per configuration the plan and the row's prediction (bench/driver/harness.py run_one). Returns
     ('ok', plan, cut, predicted seconds or None, warnings) or ('refused', one-line reason)."""
     import contextlib
     import io
 
     from bench.cli import build_parser
-    from bench.clusters import apply_cluster
+    from bench.driver.clusters import apply_cluster
     from bench.commands.run import configs_from_args
-    from bench.harness import _predicted
+    from bench.driver.harness import _predicted
     from bench.launch.local import LocalLauncher
-    from bench.planning import check_head_shards, resolve
+    from bench.driver.planning import check_head_shards, resolve
 
     args = build_parser().parse_args(["run", "--cluster", "local", *argv])
     try:
@@ -89,7 +89,7 @@ def planned(saved_model, tmp_path_factory, request):
     repository root, as the CLI runs), with the calibration measured afresh (an empty cache):
     the calibration subprocess builds the model anew, so its layer names must match the
     driver's, which built it several times."""
-    import bench.calibration as calibration
+    import bench.driver.calibration as calibration
 
     cache = tmp_path_factory.mktemp("calibration") / "calibration.json"
     with pytest.MonkeyPatch.context() as mp:
@@ -152,8 +152,8 @@ def test_a_cut_names_the_same_layer_in_every_build():
 def test_a_row_the_cost_model_cannot_price_says_why(capsys):
     """A prediction that fails leaves the row's measurement and says why on stderr, in one line
     (it used to vanish silently, which hid the broken calibration of issue 33)."""
-    from bench.config import RunConfig
-    from bench.harness import _predicted
+    from bench.core.config import RunConfig
+    from bench.driver.harness import _predicted
 
     cfg = RunConfig(model="lenet_mnist", strategy="ralp", hardware="v100-10gbe", workers=2, batch_size=8).validate()
     assert _predicted(cfg, "ralp", "no_such_layer") == {}
@@ -174,7 +174,7 @@ E2E_RUNS = [["ps,horovod,ralp,ralp-hybrid,auto"], ["ps", "--ps-placement", "colo
 def test_the_issues_models_run_under_every_strategy(cli, tmp_path, capsys, label):
     """`ralp-bench run --cluster local` for the issue's two models under all six strategies:
     every row ok, with a prediction and a measured step."""
-    from bench.results import ResultStore
+    from bench.store.results import ResultStore
 
     store = str(tmp_path / "results")
     runs = []

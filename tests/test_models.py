@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.models import MODELS, get_model
-from bench.optim import MomentumSGD
-from bench.strategy import loss_fn
+from strategies.base import loss_fn
+from strategies.optim import MomentumSGD
 
 PUBLISHED = {
     "alexnet": 61_100_840,     # torchvision layout

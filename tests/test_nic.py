@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from bench.errors import UserError
-from tests.conftest import ROOT
+from bench.core.errors import UserError
 from bench.launch.nic import (Fabric, fabric_bytes, fabric_of, nic_counters, rdma_ports, route_iface,
                               sysfs_is_mine, total_bytes)
+from tests.conftest import ROOT
 
 HEADER = ("Inter-|   Receive                                                |  Transmit\n"
           " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo "
@@ -137,14 +137,14 @@ def test_port_counters_prefer_64_bit_and_hw_counters_are_bytes(tmp_path):
 
 
 def test_the_meter_sums_the_sources_and_hands_each_back_by_name():
-    """Real counters of this machine through the rank-side wiring (bench/tf_cluster.py), over
+    """Real counters of this machine through the rank-side wiring (bench/rank/tf_cluster.py), over
     MPI's own-process communicator: a peer on loopback makes lo the one source. In a child
     process: MPI initialised inside pytest would leave Open MPI's singleton daemon running for
     the rest of the session, which the tests that count leftover processes see."""
     code = textwrap.dedent("""
         from mpi4py import MPI
         from bench.launch.nic import route_iface
-        from bench.tf_cluster import ClusterInfo, TrafficMeter
+        from bench.rank.tf_cluster import ClusterInfo, TrafficMeter
         from tests.test_nic import _send_over_loopback
 
         assert route_iface("127.0.0.2") == "lo"

@@ -10,9 +10,9 @@ import pytest
 from matplotlib.image import imread
 
 from bench.report import paper as paper_report
-from bench.report.paper_accuracy import accuracy_run, claim_accuracy
 from bench.report.format import fmt_rate
-from bench.results import ResultStore, new_row
+from bench.report.paper_accuracy import accuracy_run, claim_accuracy
+from bench.store.results import ResultStore, new_row
 from ralp.cost_model import predict
 from ralp.hardware import PRESETS
 from ralp.profile import LayerProfile, ModelProfile
@@ -133,7 +133,7 @@ def test_a_gain_inside_the_spread_between_launches_is_not_faster(claims):
     # differ by 3%: steps as independent would call it faster; over launches it is not.
     import numpy as np
 
-    from bench.stats import pooled_speedup_ci, significant
+    from bench.core.stats import pooled_speedup_ci, significant
 
     levels = {"ps-colocated": (1.0, 1.03, 0.97), "ralp": (0.96, 0.99, 0.93)}
     rng = np.random.default_rng(0)
@@ -307,7 +307,7 @@ def test_the_zoo_profile_prices_every_strategy_to_1024_workers(claims):
     """The command's own path: the model built from the zoo (a CIFAR-sized one, to stay quick), its real
     variables sharded for the colocated layout, its real cut for ralp and the hybrid."""
     from bench.models.sources import get_spec
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     cut = model_profile(get_spec("alexnet_cifar")).first_dense_cut()
     rows = [row("alexnet_cifar", w, s, 10.0 * w, cut_layer=cut if "ralp" in s else None)

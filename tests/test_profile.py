@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench.errors import UserError  # noqa: E402
+from bench.core.errors import UserError  # noqa: E402
 from bench.models import get_model  # noqa: E402
 from ralp.cut import split_model  # noqa: E402
 from ralp.profile import profile_model  # noqa: E402

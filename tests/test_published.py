@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from bench.core.errors import UserError
 from bench.report import published
-from bench.errors import UserError
 
 
 def test_every_shipped_point_has_a_source_and_its_settings():
@@ -66,7 +66,7 @@ def test_points_without_a_source_or_settings_are_refused(tmp_path):
 def test_one_machine_of_distributed_replicated_scales_perfectly_in_the_model():
     """A 'host' source's single machine is one worker with 8 x B images in one GPU's step and no
     network: the same step as its 1-GPU base, so its predicted efficiency is exactly 1."""
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     sources, points = published.load()
     source = sources["tf-benchmarks-k80-ec2"]

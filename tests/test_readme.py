@@ -3,7 +3,7 @@
 Each ```sh block of README.md is one test: its text, unchanged, runs as a bash script
 (``set -eo pipefail``, so any failing command fails it) in a scratch copy of the working
 tree, with the project's ``.venv`` activated as the README's own blocks do, and with the one
-documented override, ``RALP_SMOKE=1`` (bench/config.py ``smoke``: runs take one warm-up and at
+documented override, ``RALP_SMOKE=1`` (bench/core/config.py ``smoke``: runs take one warm-up and at
 most two timed steps, one repeat; a sweep runs its first point of each strategy). The usage
 lines of ``examples/*.py`` docstrings (``ralp-bench ...``, ``python examples/...``) and the examples
 of every command's ``--help`` run the same way.
@@ -113,7 +113,7 @@ def example_blocks() -> List[Block]:
 
 
 def help_blocks() -> List[Block]:
-    """The examples of every command's ``--help`` (bench/cli_help.py writes them), one block per
+    """The examples of every command's ``--help`` (bench/commands/help_examples.py writes them), one block per
     command; read from the parser the CLI builds, so a new example is run without a list here."""
     from bench.cli import build_parser
 

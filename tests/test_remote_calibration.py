@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-import bench.calibration as calibration
-from bench.calibration import MARK, emit, parse_output
+from bench.driver.calibration import MARK, emit, parse_output
+import bench.driver.calibration as calibration
 from tests.conftest import ROOT
 
 FIGURES = {"worker_conv_flops": 3.0e10, "worker_dense_flops": 4.0e10, "pass_s": 2.5e-9, "machine": "h1|x86_64|8|tf2"}
@@ -58,7 +58,7 @@ def test_the_key_program_reports_its_machine_and_usable_cores_without_tensorflow
     from bench.launch.cgroups import usable_cores
 
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "bench.calibration", "key"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "bench.driver.calibration", "key"], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "RALP-PHASE 0 calibrating"  # what the shared mpirun runner waits for
@@ -67,9 +67,9 @@ def test_the_key_program_reports_its_machine_and_usable_cores_without_tensorflow
 
 
 def test_a_wrong_call_is_refused_with_the_usage():
-    out = subprocess.run([sys.executable, "-m", "bench.calibration", "model", "x"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "bench.driver.calibration", "model", "x"], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
-    assert out.returncode != 0 and "usage: python -m bench.calibration key | hardware | model" in out.stderr
+    assert out.returncode != 0 and "usage: python -m bench.driver.calibration key | hardware | model" in out.stderr
     assert parse_output(out.stdout) is None
 
 
@@ -85,8 +85,8 @@ def cache(tmp_path, monkeypatch):
 
 def _cluster(tmp_path, hardware=None):
     """A RunConfig placed on a two-host hostfile whose worker host is this machine."""
-    from bench.clusters import apply_cluster
-    from bench.config import RunConfig
+    from bench.driver.clusters import apply_cluster
+    from bench.core.config import RunConfig
     from bench.launch.hosts import HostsLauncher
 
     hostfile = tmp_path / "hostfile"
@@ -96,13 +96,13 @@ def _cluster(tmp_path, hardware=None):
 
 
 def test_a_cluster_run_calibrates_on_its_first_worker_host_and_rows_say_so(cache, tmp_path):
-    from bench.config import RunConfig
-    from bench.harness import failed_row
+    from bench.core.config import RunConfig
+    from bench.driver.harness import failed_row
 
     cfg = _cluster(tmp_path)
     assert cfg.calibrate_on == "localhost"  # host 1: the worker host, not the PS host 127.0.0.1
     argv = calibration._PLACES["localhost"].argv
-    assert argv[argv.index("-H") + 1] == "localhost:1" and "bench.calibration" not in argv  # the program comes later
+    assert argv[argv.index("-H") + 1] == "localhost:1" and "bench.driver.calibration" not in argv  # the program comes later
     assert failed_row(cfg, "x")["calibrated_on"] == "localhost"
     assert ("calibrate_on", "calibrated_on") in RunConfig.row_fields() and "calibrate_on" not in RunConfig.rank_fields()
     assert _cluster(tmp_path, hardware="v100-10gbe").calibrate_on is None  # a preset measures nothing
@@ -110,7 +110,7 @@ def test_a_cluster_run_calibrates_on_its_first_worker_host_and_rows_say_so(cache
 
 def test_the_figures_are_cached_under_the_key_the_host_reports_and_reused_without_measuring(cache, tmp_path):
     from bench.launch.cgroups import usable_cores
-    from bench.planning import hardware_for
+    from bench.driver.planning import hardware_for
 
     cfg = _cluster(tmp_path, hardware="local")
     key = calibration.hardware_key(None, cfg.calibrate_on)  # one mpirun: the host's own answer
@@ -125,7 +125,7 @@ def test_the_figures_are_cached_under_the_key_the_host_reports_and_reused_withou
 
 
 def test_a_host_no_launcher_registered_is_refused_in_one_line(cache):
-    from bench.errors import UserError
+    from bench.core.errors import UserError
 
     with pytest.raises(UserError, match=r"cannot calibrate on h9: no launcher in this process reaches it"):
         calibration.hardware_under(None, "h9")

@@ -14,7 +14,7 @@ import pytest
 from matplotlib.image import imread
 
 from bench.report import document as report
-from bench.results import ResultStore, new_row
+from bench.store.results import ResultStore, new_row
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_A, RUN_B = "20261202T100000Z-aaaaaa", "20261202T110000Z-bbbbbb"
@@ -299,7 +299,7 @@ def _launch_rows(repeats, levels, seed=3):
 
 def test_repeats_are_launches_and_their_intervals_hold_the_spread_between_them(tmp_path):
     from bench.report.summary import summarize
-    from bench.stats import launch_interval, pooled_interval
+    from bench.core.stats import launch_interval, pooled_interval
 
     store = ResultStore(tmp_path / "results")
     store.write_run(_launch_rows(3, {"ps": 1.0, "horovod": 0.97}), RUN_A)  # rows as stored runs keep them
@@ -355,7 +355,7 @@ def test_speedups_are_over_the_best_measured_ps_layout_and_scaling_over_one_proc
 
 
 def test_interval_comparison_prints_the_pooled_interval_beside_the_one_over_launches(tmp_path):
-    from bench.errors import UserError
+    from bench.core.errors import UserError
     from bench.report.summary import interval_comparison
 
     store = ResultStore(tmp_path / "results")

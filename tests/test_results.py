@@ -13,9 +13,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from bench.errors import UserError
-from bench.results import (SCHEMA_FIELDS, SCHEMA_VERSION, ResultStore, RunExistsError,
-                           _write_once, environment_fields, new_row, new_run_id)
+from bench.core.errors import UserError
+from bench.store.results import (SCHEMA_FIELDS, SCHEMA_VERSION, ResultStore, RunExistsError,
+                                 _write_once, environment_fields, new_row, new_run_id)
 
 
 def _rows(n=3, model="alexnet", started="2026-12-02T10:00:00Z"):
@@ -52,11 +52,12 @@ def test_run_ids_sort_by_time_and_do_not_collide():
     late = new_run_id(dt.datetime(2026, 12, 2, 16, 30, 0, tzinfo=dt.timezone.utc))
     assert re.fullmatch(r"20261202T090000Z-[0-9a-f]{6}", early)
     assert early < late
-    assert len({new_run_id() for _ in range(200)}) == 200
+    # 24 random bits: 20 ids in one second collide with p ~ 1e-5 (200: p ~ 1e-3, and it failed once)
+    assert len({new_run_id() for _ in range(20)}) == 20
 
 
 def test_environment_fields_use_metadata_not_imports(tmp_path):
-    code = ("import json, sys; from bench.results import environment_fields as e; "
+    code = ("import json, sys; from bench.store.results import environment_fields as e; "
             "f = e(); print(json.dumps(f)); print('tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=os.path.dirname(os.path.dirname(__file__)))
@@ -93,6 +94,15 @@ def test_environment_git_commit_and_dirty_ignore_the_result_store(tmp_path):
     assert environment_fields(tmp_path)["git_dirty"] is False
     (tmp_path / "code.py").write_text("a = 2\n")
     assert environment_fields(tmp_path)["git_dirty"] is True
+
+
+def test_rows_describe_the_whole_checkout_not_the_package_that_asks():
+    """By default the commit and dirtiness are the checkout's (every file but the result store),
+    wherever in the tree the store's module sits."""
+    from bench.store.environment import CODE_ROOT
+    from tests.conftest import ROOT
+
+    assert CODE_ROOT == ROOT and (CODE_ROOT / "pyproject.toml").is_file()
 
 
 # ---- writing ----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ def _head(model_name):
 def test_sharded_head_computes_the_unsharded_gradients(model_name, shards):
     import tensorflow as tf
 
-    from bench.strategy import loss_fn
+    from strategies.base import loss_fn
     from strategies.sharded_head import ShardedHead
 
     tower, head = _head(model_name)
@@ -57,7 +57,7 @@ def test_sharded_head_computes_the_unsharded_gradients(model_name, shards):
 def test_a_head_that_is_not_a_dense_chain_is_refused():
     import tensorflow as tf
 
-    from bench.errors import UserError
+    from bench.core.errors import UserError
     from strategies.sharded_head import ShardedHead
 
     inputs = tf.keras.Input((8,))

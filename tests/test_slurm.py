@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch import slurm, ssh_hosts
 from tests.conftest import ROOT, ralp_bench
@@ -83,7 +83,7 @@ def _allocation(tmp_path, nodelist, tasks):
 
 @needs_scontrol
 def test_the_allocations_nodes_and_tasks_place_the_ranks(tmp_path):
-    from bench.roles import RankLayout
+    from bench.core.roles import RankLayout
 
     env = _allocation(tmp_path, "n[1-3],n7", "1(x3),2")
     launcher = slurm.SlurmLauncher(environ=env, env={"RALP_TEST_MARK": "1"})
@@ -103,7 +103,7 @@ def test_the_allocations_nodes_and_tasks_place_the_ranks(tmp_path):
 
 
 def test_auto_inside_a_job_says_it_uses_the_allocation(monkeypatch, capsys):
-    from bench.clusters import resolve_auto
+    from bench.driver.clusters import resolve_auto
 
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     assert resolve_auto("auto") == "slurm"
@@ -202,7 +202,7 @@ def test_sbatch_runs_the_example_comparison_and_its_rows_are_stored(cluster):
         assert out.returncode == 0, out.stdout + out.stderr + logs[-4000:]
         job = re.search(r"Submitted batch job (\d+)", out.stdout).group(1)
         assert f"job {job} on h0 h1 h2 -> 2 workers" in logs, logs[-2000:]
-        from bench.results import ResultStore
+        from bench.store.results import ResultStore
 
         rows = ResultStore(results).load()
         assert list(rows["strategy"]) == ["ps", "horovod", "ralp"] and set(rows["status"]) == {"ok"}, rows

@@ -21,10 +21,10 @@ import time
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch import ssh_hosts
-from bench.rank_result import COPIES, ResultReceiver, result_lines
+from bench.rank.result import COPIES, ResultReceiver, result_lines
 from tests.conftest import ROOT, ralp_bench
 
 PY = sys.executable
@@ -82,7 +82,7 @@ def test_a_chunk_lost_in_both_copies_names_what_is_missing():
 RANK_CODE = textwrap.dedent(r"""
     import os, sys
     sys.path.insert(0, sys.argv[1])
-    from bench.rank_result import result_lines
+    from bench.rank.result import result_lines
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     print(f"RALP-PHASE {rank} talking", flush=True)
     if rank == 0:
@@ -97,7 +97,7 @@ RANK_CODE = textwrap.dedent(r"""
 def test_a_large_result_crosses_mpirun_while_other_ranks_talk(tmp_path):
     """The real path: Open MPI's output forwarding between rank 0 and the driver's reader."""
     from bench.launch.base import LaunchSpec, mpirun_path, run_mpirun
-    from bench.roles import RankLayout
+    from bench.core.roles import RankLayout
 
     text = _big_result()
     (tmp_path / "result.json").write_text(text)
@@ -115,9 +115,9 @@ def test_a_users_own_mpirun_output_gives_the_json_back(tmp_path):
     mixed = "".join(("[h1] noise " if i % 3 == 0 else "") + line for i, line in enumerate(result_lines(text)))
     (tmp_path / "out.txt").write_text("some rank's line\n" + mixed)
     with open(tmp_path / "out.txt") as fh:
-        proc = subprocess.run([PY, "-m", "bench.rank_result"], stdin=fh, capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run([PY, "-m", "bench.rank.result"], stdin=fh, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip() == text
-    proc = subprocess.run([PY, "-m", "bench.rank_result"], input="nothing here\n", capture_output=True, text=True,
+    proc = subprocess.run([PY, "-m", "bench.rank.result"], input="nothing here\n", capture_output=True, text=True,
                           cwd=ROOT)
     assert proc.returncode == 1 and "no result arrived" in proc.stderr
 
@@ -126,7 +126,7 @@ def test_a_users_own_mpirun_output_gives_the_json_back(tmp_path):
 
 def test_forwarded_variables_defaults_and_flags(tmp_path):
     from bench.launch.hosts import HostsLauncher, forwarded_env, parse_env, parse_mpirun_args
-    from bench.roles import RankLayout
+    from bench.core.roles import RankLayout
 
     env = {"PATH": "/bin", "NCCL_DEBUG": "INFO", "CUDA_VISIBLE_DEVICES": "0", "HOROVOD_FUSION_THRESHOLD": "1",
            "RALP_STRATEGY_MODULES": "m", "UCX_TLS": "tcp", "SECRET_TOKEN": "s", "OMPI_MCA_x": "1", "HOME": "/root"}
@@ -241,7 +241,7 @@ def test_forwarded_variables_reach_ranks_on_other_hosts(cluster, tmp_path):
     """A rank started over ssh sees what --env forwards, and nothing it does not."""
     from bench.launch.base import BASE_ENV
     from bench.launch.hosts import HostsLauncher
-    from bench.roles import RankLayout
+    from bench.core.roles import RankLayout
 
     spec = HostsLauncher(cluster.files["hostfile"], cluster.subnet, env={"RALP_TEST_MARK": "1"}).spec(
         RankLayout(2, 1, tf=False), [])
@@ -268,7 +268,7 @@ def test_a_comparison_runs_from_a_login_host_outside_the_hostfile(cluster):
         proc = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=540,
                               cwd=ROOT)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        from bench.results import ResultStore
+        from bench.store.results import ResultStore
 
         rows = ResultStore(results).load()
         assert list(rows["strategy"]) == ["ps", "horovod", "ralp"] and set(rows["status"]) == {"ok"}, rows
@@ -298,7 +298,7 @@ def test_two_workers_per_host_under_every_strategy_bytes_per_host_against_the_mo
         proc = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=900,
                               cwd=ROOT)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        from bench.results import ResultStore
+        from bench.store.results import ResultStore
 
         rows = ResultStore(os.path.join(shared, "results")).load()
         assert set(rows["status"]) == {"ok"} and set(rows["workers_per_host"]) == {2}, rows
@@ -372,7 +372,7 @@ def test_compute_is_calibrated_on_a_worker_host_and_predicts_the_step_from_the_l
     (±20% is the target; this machine is shared and noisy)."""
     from bench.launch.emulated_cluster import destroy_cluster
     from bench.launch.ssh_hosts import SshCluster
-    from bench.results import ResultStore
+    from bench.store.results import ResultStore
 
     name = "sshtc"
     shared = tempfile.mkdtemp(prefix="ssht-calib-", dir="/var/tmp")  # results and a private cache

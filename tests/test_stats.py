@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from bench import stats
+from bench.core import stats
 
 
 def test_bootstrap_interval_of_the_median_matches_the_asymptotic_formula():

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from bench.errors import UserError
-from bench.sweep import load_sweep
+from bench.core.errors import UserError
+from bench.driver.sweep import load_sweep
 from tests.conftest import ROOT, our_processes, signal_and_wait, start_cli
 
 
@@ -61,7 +61,7 @@ def test_dry_run_estimates_each_point_from_the_cost_model_and_the_step_bounds(cl
     """A preset's hardware (no calibration here): the estimate is start-up plus warm-up and the
     most timed steps the run may take, each at the predicted step time."""
     from bench.commands.sweep import STARTUP_S, expected_steps
-    from bench.config import RunConfig
+    from bench.core.config import RunConfig
 
     path = _write(tmp_path, "[defaults]\nhardware = 'v100-10gbe'\ncluster = 'local'\nbandwidth = '10gbit'\n"
                             "warmup_steps = 5\nsteps = 10\ntarget_ci = 0.05\nmax_steps = 40\ntime_cap = 30\n"
@@ -87,7 +87,7 @@ def test_missing_sweep_file_exits_2_with_one_line(cli, tmp_path):
 def test_a_sweep_not_here_is_read_from_the_shipped_copy_with_its_model_file(tmp_path, monkeypatch):
     """From a directory without sweeps/ (an installed copy: bench/shipped, tests/test_wheel.py; here
     the checkout), the README's path still works, and so does the example model it names."""
-    from bench.sweep import model_under
+    from bench.driver.sweep import model_under
 
     monkeypatch.chdir(ROOT)
     here = load_sweep("sweeps/custom-model.toml")
@@ -167,7 +167,7 @@ def test_resume_can_retry_the_points_whose_row_failed(cli, tmp_path):
     import argparse
 
     from bench.commands.sweep import _Journal
-    from bench.results import ResultStore, new_row
+    from bench.store.results import ResultStore, new_row
 
     store = ResultStore(tmp_path / "results")
     rows = [new_row(model="lenet_mnist", strategy=s, workers=2, status=st, run_id="20260101T000000Z-abcdef")
@@ -193,10 +193,10 @@ def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatc
 
     import bench.commands.sweep
     from bench.commands.sweep import _Journal, _measure
-    from bench.progress import RunProgress
+    from bench.driver.progress import RunProgress
     from bench.report.summary import summarize
-    from bench.results import new_row
-    from bench.cpu_steal import STEAL_TRIES
+    from bench.store.results import new_row
+    from bench.launch.cpu_steal import STEAL_TRIES
 
     cfg = load_sweep(_write(tmp_path, "[[grid]]\nmodel = 'lenet_mnist'\ndataset = 'synthetic'\n")).points[0].config
     args = argparse.Namespace(no_store=False, results=str(tmp_path / "results"), resume=None, verbose=False)
@@ -240,7 +240,7 @@ def test_smoke_override_keeps_the_first_point_of_each_strategy_per_grid(monkeypa
     every (strategy, PS layout), with at most two timed steps and one warm-up, one repeat."""
     import tomllib
 
-    from bench.sweep import load_sweep
+    from bench.driver.sweep import load_sweep
 
     full = load_sweep("sweeps/headline.toml")
     monkeypatch.setenv("RALP_SMOKE", "1")

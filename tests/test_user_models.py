@@ -7,8 +7,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from bench.config import RunConfig
-from bench.errors import UserError
+from bench.core.config import RunConfig
+from bench.core.errors import UserError
 from bench.launch.netns import can_emulate
 from tests.conftest import ROOT, our_processes
 from tests.test_distributed import BATCH, LR, STEPS, WARMUP, assert_same_weights, reference_weights
@@ -23,7 +23,7 @@ def test_keras_applications_outside_the_zoo_are_profiled_by_spelling_alone(name)
     from bench.models import MODELS
     from bench.models.build import settled_spec
     from bench.models.sources import get_spec
-    from bench.planning import model_profile
+    from bench.driver.planning import model_profile
 
     assert name.lower() not in MODELS
     profile = model_profile(settled_spec(get_spec(f"keras:{name}")))
@@ -58,7 +58,7 @@ def test_a_saved_model_file_keeps_its_weights_and_its_hash_is_checked(tmp_path):
     original = get_model(CUSTOM.replace("examples", os.path.join(ROOT, "examples")), seed=3)
     original.save(path)
     cfg = RunConfig(model=path, strategy="ps").validate()
-    from bench.planning import settle_model
+    from bench.driver.planning import settle_model
 
     cfg = settle_model(cfg)
     assert (cfg.input_shape, cfg.classes, cfg.model_sha256) == ("28,28,1", 10, model_digest(cfg.model_spec()))
@@ -73,7 +73,7 @@ def test_a_saved_model_file_keeps_its_weights_and_its_hash_is_checked(tmp_path):
 
 
 def test_the_custom_model_is_a_sweep_point():
-    from bench.sweep import load_sweep
+    from bench.driver.sweep import load_sweep
 
     sweep = load_sweep(os.path.join(ROOT, "sweeps", "custom-model.toml"))
     assert {p.config.model for p in sweep.points} == {CUSTOM}
@@ -137,9 +137,9 @@ def test_bad_models_are_one_line_before_any_rank(cli, tmp_path, spelling, extra,
 
 
 def test_a_model_without_a_cut_refuses_ralp_with_the_reason_and_still_runs_ps(tmp_path):
-    from bench.harness import run_one
+    from bench.driver.harness import run_one
     from bench.launch.local import LocalLauncher
-    from bench.planning import settle_model
+    from bench.driver.planning import settle_model
 
     (tmp_path / "all_conv.py").write_text(textwrap.dedent("""
         import tensorflow as tf
@@ -166,9 +166,9 @@ OK, WHY = can_emulate()
 def test_a_users_cnn_trains_alike_under_every_strategy_on_the_emulated_cluster(tmp_path):
     """The acceptance run: a CNN from a user's file, ps / horovod / ralp at 2 workers on emulated
     hosts, each at single-process SGD's weights after 4 steps (1 warm-up + 3 timed)."""
-    from bench.harness import run_one
+    from bench.driver.harness import run_one
     from bench.launch.emulated_launcher import EmulatedLauncher
-    from bench.planning import settle_model
+    from bench.driver.planning import settle_model
 
     cfg = settle_model(RunConfig(model=CUSTOM, workers=2, batch_size=BATCH, steps=STEPS, warmup_steps=WARMUP,
                                  learning_rate=LR, dataset="mnist").validate())

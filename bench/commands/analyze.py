@@ -5,13 +5,13 @@ cut) should be inspectable before anything runs, with the per-layer numbers that
 drive it. Without --hardware the preset ``v100-10gbe`` is used (no seconds spent
 calibrating); --bandwidth overrides its links. ``--hardware local`` measures this
 machine instead, through the one calibration cache ``run`` predicts with
-(bench/calibration.py). Each registered strategy the cost model prices is a row under its
+(bench/driver/calibration.py). Each registered strategy the cost model prices is a row under its
 spec's label: a plugin priced as sync PS gets sync PS's prediction, as ``run`` records it.
 The search is the joint one (ralp/analyzer.py): sync PS in both layouts, the hybrid's head
 over 1..--ps PS hosts and its micro-batches; --plot overlays the step times measured in the
 result store (``--results``) on links of the same rate, so a prediction can be read against
 what the emulated cluster did. Each plan's bound (the least step time it allows on the hardware,
-bench/planning.py) is printed beside its predicted step, and in --json as ``bound_step_time_s``.
+bench/driver/planning.py) is printed beside its predicted step, and in --json as ``bound_step_time_s``.
 """
 import argparse
 import json
@@ -20,14 +20,14 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
-from bench.calibration import resolve_hardware
-from bench.cli_help import examples
 from bench.commands.analyze_plot import label_of, measured_points, plot
-from bench.errors import UserError
+from bench.commands.help_examples import examples
+from bench.core.errors import UserError
+from bench.core.strategy_specs import SPECS
+from bench.driver.calibration import resolve_hardware
+from bench.driver.planning import bound_of, model_profile
 from bench.models.build import settled_spec
 from bench.models.sources import get_spec
-from bench.planning import bound_of, model_profile
-from bench.strategy_specs import SPECS
 from ralp.analyzer import analyze, compression_candidates
 from ralp.cost_model import STRATEGY_LABELS
 from ralp.hardware import format_bandwidth
@@ -111,7 +111,7 @@ def run(args) -> int:
 
 def _bound(profile, plan, hardware, p):
     """``p``'s plan priced as its bound, the least step time it allows on ``hardware``
-    (bench/planning.py ``bound_of``)."""
+    (bench/driver/planning.py ``bound_of``)."""
     return bound_of(profile, p, hardware, plan.compression)
 
 

@@ -6,15 +6,15 @@ the same model and batch size on links of the analysis' worker rate are drawn as
 their strategy's colour (median step time per strategy, layout and worker count), so the
 gap between the lines and the markers is the model's error on this setting. The measured
 hosts are whatever ran them (often CPU-only emulated hosts, not the analysis' hardware).
-Labels and colours are the strategies' own (bench/strategy_specs.py), so a registered plugin
+Labels and colours are the strategies' own (bench/core/strategy_specs.py), so a registered plugin
 strategy is drawn like a built-in one.
 """
 import math
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from bench.errors import UserError
-from bench.strategy_specs import SPECS
+from bench.core.errors import UserError
+from bench.core.strategy_specs import SPECS
 from ralp.analyzer import analyze
 from ralp.cost_model import STRATEGY_LABELS
 from ralp.hardware import format_bandwidth
@@ -49,7 +49,7 @@ def measured_points(results_dir, model: str, batch_size: int, link_bps: float) -
     """Median measured step time per (series, workers) of ``model`` at ``batch_size`` on links of
     ``link_bps`` (within 0.1%), from the store at ``results_dir``; series as in LINE_STYLES, a
     hybrid sharded over S > 1 PS hosts as 'ralp-hybrid:S PS'. Empty when nothing matches."""
-    from bench.results import ResultStore, is_missing  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import ResultStore, is_missing  # lazy: pandas loads only where rows are read or written
 
     if not Path(results_dir).is_dir():
         return {}
@@ -118,7 +118,7 @@ def plot(profile, settings, path, measured=None) -> List[str]:
     series, changes = _predicted(profile, settings)
     hardware = settings["hardware"]
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
-    for name, times in series.items():  # each strategy in its colour from bench/strategy_specs.py
+    for name, times in series.items():  # each strategy in its colour from bench/core/strategy_specs.py
         strategy = name.split(":")[0]
         label = _label(name) + (" (analyzer's PS x micro-batches)" if strategy == "ralp-hybrid" else "")
         ax.plot(list(times), list(times.values()), linestyle=LINE_STYLES.get(name, "-"), color=_color(strategy),

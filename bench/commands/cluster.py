@@ -11,17 +11,17 @@ import argparse
 import os
 import re
 
-from bench.cpu_steal import PROBE_MAX_STEAL, too_stolen
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.strategy_specs import SPECS
 from bench.launch import link_probe
 from bench.launch import netns as nx
 from bench.launch.cluster_state import cluster_dir
+from bench.launch.cpu_steal import PROBE_MAX_STEAL, too_stolen
 from bench.launch.emulated_cluster import (EmulatedCluster, cleanup_stale, cluster_namespaces, destroy_cluster,
                                            find_stale, owner_alive, read_states)
 from bench.launch.slurm import PARTITION
 from bench.launch.slurm import paths as slurm_paths
 from bench.launch.ssh_hosts import SshCluster, paths
-from bench.strategy_specs import SPECS
 from ralp.hardware import format_bandwidth
 from ralp.links import LinkSpec  # one parser for the whole suite
 

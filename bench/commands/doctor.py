@@ -12,11 +12,11 @@ import subprocess
 import sys
 from typing import Optional
 
-from bench.environment import gpu_names, nccl_version, package_version
 from bench.launch.cgroups import available, hierarchy
 from bench.launch.emulated_cluster import EmulatedCluster
 from bench.launch.link_probe import measure_pattern
 from bench.launch.netns import can_emulate, netem_available
+from bench.store.environment import gpu_names, nccl_version, package_version
 
 
 def register(subparsers):

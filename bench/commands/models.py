@@ -3,10 +3,10 @@
 from rich.console import Console
 from rich.table import Table
 
+from bench.driver.planning import model_profile
 from bench.models import MODELS
 from bench.models.build import settled_spec
 from bench.models.sources import format_shape, get_spec
-from bench.planning import model_profile
 
 
 def register(subparsers):

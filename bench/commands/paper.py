@@ -12,7 +12,7 @@ goes to stderr.
 """
 import sys
 from pathlib import Path
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 
 def register(subparsers):
@@ -37,7 +37,7 @@ def run(args):
 
     from bench.report import paper as paper_report  # lazy: pandas loads only where rows are read or written
     from bench.report.paper_accuracy import accuracy_run  # lazy: pandas loads only where rows are read or written
-    from bench.results import ResultStore  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     store = ResultStore(args.results)
     everything = store.load(quiet=True)

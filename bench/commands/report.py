@@ -8,7 +8,7 @@ Markdown goes to stdout so it can be pasted; the paths written go to stderr.
 import sys
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 
 def register(subparsers):
@@ -35,7 +35,7 @@ def register(subparsers):
 
 def run(args):
     from bench.report import document as report  # lazy: matplotlib loads only where a figure is drawn
-    from bench.results import ResultStore  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     if not args.threshold > 0:
         raise UserError(f"--threshold must be a positive fraction such as 0.1, got {args.threshold}")

@@ -7,15 +7,14 @@ bytes) or ``hosts --hostfile F`` (a real cluster through mpirun).
 import argparse
 import sys
 
-from bench.cli_help import examples
-from bench.clusters import apply_cluster, make_launcher
-from bench.config import RunConfig, add_run_arguments, add_setting_arguments, check_repeats
+from bench.commands.help_examples import examples
+from bench.core.config import RunConfig, add_run_arguments, add_setting_arguments, check_repeats
+from bench.core.errors import UserError
 from bench.data import validate_data
-from bench.errors import UserError
-from bench.harness import run_many
-from bench.hvd_init import check_hierarchical
-from bench.planning import check_cut, check_head_shards, settle_model
-from bench.progress import RunProgress
+from bench.driver.clusters import apply_cluster, make_launcher
+from bench.driver.harness import run_many
+from bench.driver.planning import check_cut, check_head_shards, check_hierarchical, settle_model
+from bench.driver.progress import RunProgress
 
 
 def register(subparsers):
@@ -97,7 +96,7 @@ def publish(rows, args):
 
     Returns (exit code: 3 if any configuration failed, run id, the stored rows)."""
     # lazy: pandas loads only where rows are read or written
-    from bench.results import ResultStore, environment_fields, new_run_id
+    from bench.store.results import ResultStore, environment_fields, new_run_id
 
     env = environment_fields()
     run_id = new_run_id()

@@ -13,16 +13,16 @@ from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
 
-from bench.cli_help import examples
-from bench.clusters import apply_cluster, make_launcher
+from bench.commands.help_examples import examples
 from bench.commands.run import add_cluster_arguments, print_summary
-from bench.cpu_steal import STEAL_TRIES, measure_quietly
+from bench.core.errors import UserError
 from bench.data import validate_data
-from bench.errors import UserError
-from bench.harness import failed_row, run_one
-from bench.planning import predict, resolve, settle_model
-from bench.progress import RunProgress
-from bench.sweep import load_sweep
+from bench.driver.clusters import apply_cluster, make_launcher
+from bench.driver.harness import failed_row, run_one
+from bench.driver.planning import predict, resolve, settle_model
+from bench.driver.progress import RunProgress
+from bench.driver.sweep import load_sweep
+from bench.launch.cpu_steal import STEAL_TRIES, measure_quietly
 
 # A journaled row stands for the sweep point with the same values of these fields.
 POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "ps", "ps_placement", "strategy",
@@ -167,7 +167,7 @@ def _run_points(sweep, args, journal, progress):
 
 def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
     """One point's row, measured again while its CPU steal exceeds ``max_steal``
-    (bench/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
+    (bench/launch/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
     def superseded(row, steal, attempt):
         reason = f"cpu steal {steal:.0%} over max_steal {max_steal:.0%} (try {attempt} of {STEAL_TRIES})"
         journal.add({**row, "status": "noisy", "failure": reason})
@@ -184,7 +184,7 @@ class _Journal:
 
     def __init__(self, args):
         # lazy: pandas loads only where rows are read or written
-        from bench.results import ResultStore, environment_fields, new_run_id
+        from bench.store.results import ResultStore, environment_fields, new_run_id
 
         self.store = None if args.no_store else ResultStore(args.results)
         self.env = environment_fields()

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.core.errors import UserError
 from bench.data.batching import batch_indices, global_batch, shard, shard_indices, worker_batch
 from bench.data.bundled import load_bundled_mnist, load_digits, load_mnist_idx, load_synthetic, validate_mnist
 from bench.data.bundled import parse_label_last_csv, bundled_digits_path
 from bench.data.cifar import load_cifar10, validate_cifar10
 from bench.data.imagenet import imagenet_tf_dataset, load_imagenet, validate_imagenet
-from bench.errors import UserError
 
 __all__ = ["Dataset", "DATASET_NAMES", "load_dataset", "validate_data", "shard", "shard_indices",
            "batch_indices", "worker_batch", "global_batch", "imagenet_tf_dataset"]

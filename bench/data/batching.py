@@ -7,7 +7,7 @@ distributed strategies computed the same update.
 """
 import numpy as np
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 
 def shard_indices(n, rank, workers, seed):

@@ -10,8 +10,8 @@ import struct
 
 import numpy as np
 
+from bench.core.errors import UserError
 from bench.data.files import describe_source, read_bytes, require_dir, to_unit_float
-from bench.errors import UserError
 
 MNIST_EVAL_SIZE = 1000
 DIGITS_EVAL_SIZE = 397  # leaves 1,400 training images, divisible by 2, 4, 5, 7 and 8 workers

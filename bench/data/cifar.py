@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
+from bench.core.errors import UserError
 from bench.data.files import describe_source, load_pickle, read_bytes, require_dir, to_unit_float
-from bench.errors import UserError
 
 TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
 TEST_BATCH = "test_batch"

@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 
 def require_dir(path, what):

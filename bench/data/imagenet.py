@@ -15,8 +15,8 @@ import struct
 
 import numpy as np
 
+from bench.core.errors import UserError
 from bench.data.files import require_dir
-from bench.errors import UserError
 
 SPLITS = {"train": "train-*", "validation": "validation-*"}
 REQUIRED_FEATURES = ("image/encoded", "image/class/label")

@@ -19,9 +19,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
-from bench.errors import RunFailed, UserError, log_file, one_line
+from bench.core.errors import RunFailed, UserError, log_file, one_line
+from bench.core.roles import RankLayout
 from bench.launch import processes
-from bench.roles import RankLayout
 
 # Every rank runs with the same environment: quiet TF, mpirun allowed as root.
 BASE_ENV = {
@@ -178,7 +178,7 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, layout: RankLayout,
     in one line, which names the log file that keeps the launch's whole output (every rank's
     tracebacks included); the log of a launch that succeeded is removed.
 
-    ``result`` (a bench.rank_result.ResultReceiver) collects rank 0's RALP-RESULT lines from
+    ``result`` (a bench.rank.result.ResultReceiver) collects rank 0's RALP-RESULT lines from
     the output; a launch that exits 0 without all of them fails. Once it is complete, a job
     that does not exit within EXIT_GRACE_S (a rank stuck in MPI_Finalize or in TF's shutdown)
     is killed and the result kept: the measurement is complete."""

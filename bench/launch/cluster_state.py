@@ -15,9 +15,9 @@ import os
 import re
 import shutil
 
-from bench.dirlock import dir_lock
 from bench.launch import cgroups as cg
 from bench.launch import netns as nx
+from bench.store.dirlock import dir_lock
 
 STATE_DIR = "/run/ralp-bench"
 BRIDGE = "ralpbr"  # also the signature that marks a switch namespace as ours

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import cgroups as cg
 from bench.launch import netns as nx
 from bench.launch.cluster_state import (BRIDGE, STATE_DIR, _agent_path, _process_start_time,  # noqa: F401

@@ -36,7 +36,7 @@ import subprocess
 import sys
 from typing import Iterable, List, Sequence
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import processes
 from bench.launch.base import BASE_ENV
 from bench.launch.nic import ipv4_interfaces

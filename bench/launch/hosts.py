@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import link_probe
 from bench.launch.base import BASE_ENV, LaunchSpec, Launcher, mpirun_path, place_ranks, worker_counts
 from bench.launch.firewall import Firewall

@@ -11,7 +11,7 @@ on is measured as a share of what the shaped links allow:
 - ``all-reduce``: Horovod's own all-reduce of a model-sized buffer over the
   worker hosts (mpirun, as runs launch it); line time 2(N-1)/N * bytes / rate.
 
-The raw-TCP patterns run ``python -m bench.link_probe_rank serve|send``
+The raw-TCP patterns run ``python -m bench.rank.link_probe serve|send``
 inside the hosts' namespaces and CPU groups; the receiver times first byte
 to last byte. Efficiency = line-rate time / measured time (1.0 = line rate
 after Ethernet/IP/TCP framing, which is why ``GOODPUT`` scales the rate).
@@ -23,9 +23,9 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional
 
-from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 from bench.launch import processes
 from bench.launch.base import BASE_ENV
+from bench.launch.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 
 GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
 PORT = 47_011
@@ -38,7 +38,7 @@ class PatternResult:
     rate_bps: float
     seconds: float
     line_seconds: float
-    steal: Optional[float] = None  # the machine's CPU steal while it ran (bench/cpu_steal.py)
+    steal: Optional[float] = None  # the machine's CPU steal while it ran (bench/launch/cpu_steal.py)
 
     @property
     def efficiency(self) -> float:
@@ -48,7 +48,7 @@ class PatternResult:
 # ---- driving the patterns from outside ------------------------------------------------
 
 def _probe_argv(*args):
-    return [sys.executable, "-m", "bench.link_probe_rank", *map(str, args)]
+    return [sys.executable, "-m", "bench.rank.link_probe", *map(str, args)]
 
 
 def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
@@ -95,7 +95,7 @@ def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env
     return PatternResult("all-reduce", n, rate, seconds, line)
 
 
-# Which pattern a strategy's traffic follows is its spec's (bench/strategy_specs.py).
+# Which pattern a strategy's traffic follows is its spec's (bench/core/strategy_specs.py).
 PATTERNS = ("one flow", "both ways", "fan-in", "all-to-all", "all-reduce")
 ALLREDUCE_FLOATS = 3_515_402  # alexnet_cifar's parameters: a model-sized buffer
 

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 PROC_ROOT = "/proc"
 SYS_ROOT = "/sys"

@@ -25,7 +25,7 @@ import subprocess
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch.hosts import HostsLauncher
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 import bench
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.launch import netns as nx, slurm as sl
 from bench.launch.cluster_state import cluster_dir, read_states
 from bench.launch.emulated_cluster import SUBNET_PREFIX, EmulatedCluster

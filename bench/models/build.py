@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Tuple, Union
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.models.registry import ModelSpec
 from bench.models.sources import get_spec, importable_from_cwd
 

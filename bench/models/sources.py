@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from typing import Optional, Tuple
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.models.registry import MODELS, ModelSpec
 
 KERAS_PREFIX = "keras:"

@@ -17,7 +17,7 @@ from bench.report.summary import (ENVIRONMENT, config_keys, display_strategies, 
                                   with_bounds)
 from bench.report.tables import (accuracy_table, auto_table, bound_table, failure_table, health_table, key_cells,
                                  key_headers, prediction_table, scaling_table, throughput_table)
-from bench.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
+from bench.store.results import SCHEMA_VERSION, VERSION_COLUMN, coerce_frame
 
 PLOT_FILES = ("throughput.png", "bytes_per_step.png", "predicted_vs_measured.png")
 

@@ -5,7 +5,7 @@ Tables are plain lists of strings rendered twice (Markdown for pasting, HTML for
 import html
 from dataclasses import dataclass, field
 
-from bench.results import is_missing
+from bench.store.results import is_missing
 from ralp.hardware import format_bandwidth
 
 DISCREPANCY_LIMIT = 0.10  # a prediction further off than this is flagged ⚠

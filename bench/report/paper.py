@@ -11,17 +11,17 @@ never an error: a sweep of this size is run in chunks and may be published part-
 """
 from pathlib import Path
 
+from bench.core.strategy_specs import SPECS
+from bench.driver.planning import model_profile
 from bench.models.sources import get_spec
+from bench.report.format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
 from bench.report.paper_accuracy import accuracy_table, claim_accuracy
 from bench.report.paper_claims import FAILS, HOLDS, NOT_MEASURED, PARTLY, build_grid, judge
 from bench.report.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
-from bench.planning import model_profile
-from bench.report.format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
 from bench.report.summary import config_keys, display_strategies, summarize, with_bounds
 from bench.report.tables import (ONE_LAUNCH, auto_table, bound_table, failure_table, health_table, prediction_table,
                                  scaling_table, throughput_table)
-from bench.results import coerce_frame, is_missing
-from bench.strategy_specs import SPECS
+from bench.store.results import coerce_frame, is_missing
 
 PAPER_MODELS = ("alexnet", "vgg16", "resnet50", "inception3")
 PAPER_WORKERS = (2, 4, 8)
@@ -69,7 +69,7 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
              "Verdicts: **holds** (measured, as large as the paper says); **partly holds** (measured, in the "
              "paper's direction but smaller, or in some cells only); **does not hold**; **not measured** (the "
              "row says what is missing). Speedups are ratios of median step times; 'faster' means the 95% "
-             "interval over launches (repeats; bench/stats.py) lies above 1.0." + _one_launch_caveat(rows), ""]
+             "interval over launches (repeats; bench/core/stats.py) lies above 1.0." + _one_launch_caveat(rows), ""]
     batches = df.dropna(subset=["batch_size"]).groupby("model", sort=False)["batch_size"].first()
     if len(batches):
         intro += ["Batch per worker: " + ", ".join(f"{m} {int(b)}" for m, b in batches.items()) + ". Batches "

@@ -16,12 +16,12 @@ row and a ralp row.
 """
 from typing import Optional, Tuple
 
+from bench.core.stats import binomial_halfwidth
 from bench.data.bundled import DIGITS_EVAL_SIZE, MNIST_EVAL_SIZE
-from bench.report.paper_claims import FAILS, HOLDS, PARTLY, Claim, row_name
 from bench.report.format import Table
+from bench.report.paper_claims import FAILS, HOLDS, PARTLY, Claim, row_name
 from bench.report.summary import PS_LAYOUTS, display_strategies
-from bench.results import coerce_frame
-from bench.stats import binomial_halfwidth
+from bench.store.results import coerce_frame
 
 # Held-out images per data set (the shipped files; MNIST from the user's idx files holds out 10,000,
 # for which this tolerance is wider than needed, never narrower).

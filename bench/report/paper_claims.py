@@ -11,18 +11,18 @@ Each claim gets one of four verdicts:
   some of the measured cells and not in others (3x over PS is not 13x);
 - "does not hold": measured, and not in the paper's direction;
 - "not measured": the run has no rows that could answer it (the row says which are missing).
-Speedups are ratios of median step times with their 95% interval over launches (bench/stats.py:
+Speedups are ratios of median step times with their 95% interval over launches (bench/core/stats.py:
 a two-level bootstrap, repeats then their steps; with one repeat it covers that launch's steps
 only), as in the report's throughput table; "faster" means the interval lies above 1.0.
 """
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from bench.core.stats import speedup_ci, step_count
+from bench.core.strategy_specs import SPECS
 from bench.report.summary import PS_LAYOUTS
 from bench.report.tables import fraction_of_bound
-from bench.results import is_missing
-from bench.stats import speedup_ci, step_count
-from bench.strategy_specs import SPECS
+from bench.store.results import is_missing
 
 PAPER_SPEEDUP_OVER_PS = 13.0
 SMALL_FC_MODELS = ("resnet50", "inception3")  # the paper's "FC layers are small" networks

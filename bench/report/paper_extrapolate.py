@@ -9,7 +9,7 @@ compares the predicted gain between consecutive measured worker counts with the 
 within ``SLOPE_TOLERANCE`` (±20%) is "ok".
 
 Units: the emulated links were slowed by the factor between this host's compute (under its CPU
-cap) and the preset's (bench/scaling.py), so a step here lasts 1/factor of the preset's and
+cap) and the preset's (bench/driver/scaling.py), so a step here lasts 1/factor of the preset's and
 images/sec here x preset bandwidth / emulated link rate is the preset's images/sec
 (``preset_rate``). That also puts worker counts run under different CPU caps on one scale. The
 predicted curve is anchored to the measured point at the fewest workers (scaled to pass through
@@ -20,10 +20,10 @@ the cost model would need this machine's calibration to price it.
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.strategy_specs import SPECS
 from bench.report.format import fmt_rate
-from bench.results import is_missing
-from bench.strategy_specs import SPECS
+from bench.store.results import is_missing
 from ralp.cost_model import SPLIT_STRATEGIES, predict
 from ralp.hardware import PRESETS
 

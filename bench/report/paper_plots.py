@@ -9,7 +9,7 @@ Each function returns the written path, or None when there is nothing to draw.
 from matplotlib.ticker import NullLocator
 
 from bench.report import plots
-from bench.results import is_missing
+from bench.store.results import is_missing
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 TICKS = (2, 4, 8, 16, 64, 256, 1024)

@@ -12,11 +12,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench.results import is_missing
-from bench.strategy_specs import AUTO, SPECS
+from bench.core.strategy_specs import AUTO, SPECS
+from bench.store.results import is_missing
 from ralp.hardware import format_bandwidth
 
-# Each strategy's own colour (bench/strategy_specs.py); variants such as ps-colocated get the next free one.
+# Each strategy's own colour (bench/core/strategy_specs.py); variants such as ps-colocated get the next free one.
 STRATEGY_COLORS = {**{name: spec.color for name, spec in SPECS.items()}, AUTO: "#9467bd"}
 _OTHER_COLORS = ["#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 FONT_SIZE = 11

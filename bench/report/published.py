@@ -33,8 +33,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from bench.errors import UserError
-from bench.planning import model_profile
+from bench.core.errors import UserError
+from bench.driver.planning import model_profile
 from ralp.cost_model import ModelTiming, predict
 from ralp.hardware import load_hardware
 
@@ -180,7 +180,7 @@ def check_point(point: dict, source: dict, hardware, profile) -> Checked:
 
 def check_all(path=SHIPPED, profiles=None):
     """(sources, {source id: [Checked]}, {source id: hardware notes}); ``profiles`` maps a model
-    name to its profile (default: bench.planning.model_profile, built once per model)."""
+    name to its profile (default: bench.driver.planning.model_profile, built once per model)."""
     sources, points = load(path)
     if profiles is None:
         profiles_get = model_profile

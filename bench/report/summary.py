@@ -3,7 +3,7 @@
 A row per configuration and strategy, repeats reduced to their median, so report.md,
 index.html and the PNGs cannot disagree. Each repeat is a launch of its own: ``step_times``
 keeps one list of timed steps per launch, because launches differ by more than the steps of
-one launch do and the report's intervals are taken over launches (bench/stats.py). Configuration
+one launch do and the report's intervals are taken over launches (bench/core/stats.py). Configuration
 columns appear only when they vary, so a simple sweep gives a small table.
 """
 import math
@@ -11,13 +11,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.errors import UserError
-from bench.planning import stored_bound
-from bench.results import ResultStore, is_missing
-from bench.stats import launch_interval, launch_spread, parse_steps, pooled_interval
-from bench.strategy_specs import AUTO, SPECS
+from bench.core.errors import UserError
+from bench.core.stats import launch_interval, launch_spread, parse_steps, pooled_interval
+from bench.core.strategy_specs import AUTO, SPECS
+from bench.driver.planning import stored_bound
+from bench.store.results import ResultStore, is_missing
 
-# Registration order (bench/strategy_specs.py), each colocatable one followed by its colocated layout.
+# Registration order (bench/core/strategy_specs.py), each colocatable one followed by its colocated layout.
 STRATEGY_ORDER = tuple(n for name, spec in SPECS.items()
                        for n in ((name, name + "-colocated") if spec.colocatable else (name,))) + (AUTO,)
 PS_LAYOUTS = ("ps", "ps-colocated")  # sync PS on dedicated PS hosts | a PS task on every worker host
@@ -49,7 +49,7 @@ def display_strategies(df):
 def with_bounds(df):
     """``df`` with each ok, priced row's bound: its own column, or for a row written before rows
     carried one, the bound priced again from its configuration where that reproduces the row's
-    own prediction (bench/planning.py ``stored_bound``; else it stays empty and shows —). The
+    own prediction (bench/driver/planning.py ``stored_bound``; else it stays empty and shows —). The
     stored rows are not changed. Only rows of this machine are priced (a model may be built)."""
     missing = df["bound_step_time_s"].isna() & df["predicted_step_time_s"].notna() & (df["status"] == "ok")
     if not missing.any():
@@ -78,7 +78,7 @@ def summarize(df, keys):
     """One row per (model, workers, keys..., strategy); repeats reduced to medians of ok rows,
     their timed steps kept one list per repeat (``step_times``) and counted (``repeats``)."""
     df = df.fillna({"model": "unknown", "strategy": "unknown"})
-    df = df[df["status"] != "noisy"]  # superseded by a re-measurement (bench/cpu_steal.py)
+    df = df[df["status"] != "noisy"]  # superseded by a re-measurement (bench/launch/cpu_steal.py)
     group_cols = ["model", "workers", *keys, "strategy"]
     records = []
     for values, rows in df.groupby(group_cols, dropna=False, sort=False):

@@ -3,11 +3,11 @@ intervals and speedups, scaling efficiency, measured against predicted, fraction
 bound, auto's picks, accuracy, transport health and failures."""
 import pandas as pd
 
+from bench.core.stats import rate_summary, significant, speedup_ci, step_count
 from bench.report.format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
                                  fmt_seconds, one_line)
 from bench.report.summary import PS_LAYOUTS, strategy_rank
-from bench.results import is_missing
-from bench.stats import rate_summary, significant, speedup_ci, step_count
+from bench.store.results import is_missing
 
 LINK_EFFICIENCY_LIMIT = 0.85  # below this share of line rate, a row measured the transport
 RETRANSMIT_LIMIT = 0.01       # above this share of TCP segments resent, likewise
@@ -54,7 +54,7 @@ def throughput_table(summary, keys):
         rows.append(key_cells(group.iloc[0], keys) + cells)
     notes = ["Cells: images/sec over all workers (median over repeats); where rows kept their step times, the "
              "mean over launches (repeats) of each launch's median [95% interval over launches: a two-level "
-             "bootstrap, launches then their steps, with Student's t for few launches; bench/stats.py] ±jitter "
+             "bootstrap, launches then their steps, with Student's t for few launches; bench/core/stats.py] ±jitter "
              "(tf_cnn_benchmarks' MAD-based spread of the steps). In brackets the speedup over the best measured "
              "sync-PS layout (`ps`: dedicated PS host; `ps-colocated`: a PS task on every worker host; named) and "
              "over `horovod` in the same row (ratio of median step times); '≈ ps' marks no significant difference "
@@ -187,7 +187,7 @@ def fraction_of_bound(row):
 
 def bound_table(summary, keys):
     """Per cell and strategy, how close the measured step came to the least step time its plan
-    allows on its hardware (bench/planning.py ``bound``), beside that bound; rows the cost model
+    allows on its hardware (bench/driver/planning.py ``bound``), beside that bound; rows the cost model
     prices but that carry no bound (written before rows had one) show —."""
     ok = summary[(summary["status"] == "ok") & summary["step_time_median_s"].notna()
                  & summary["predicted_step_time_s"].notna()]
@@ -227,7 +227,7 @@ STEP_TIME_BAR = 0.20  # issue 12's bar for the cost model's step time, per cell
 def step_time_bar(ok):
     """How many cells' step time the cost model predicts within STEP_TIME_BAR, overall and among
     the cells measured while the hypervisor took at most STEAL_LIMIT of the machine's CPU (a
-    neighbour's load the model does not describe; bench/cpu_steal.py)."""
+    neighbour's load the model does not describe; bench/launch/cpu_steal.py)."""
     rows = ok[ok["step_time_median_s"].notna() & ok["predicted_step_time_s"].notna()]
     if rows.empty:
         return None

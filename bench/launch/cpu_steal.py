@@ -9,11 +9,11 @@ of their line rate under the same theft (results/headline.md). So every measurem
 records its steal (rows: ``cpu_steal``), and sweeps and link probes may measure again
 while it exceeds a limit (``measure_quietly``). One rule, read by the sweep
 (bench/commands/sweep.py), the link probes (bench/launch/link_probe.py), asv and the
-calibration every prediction is built on (bench/calibration.py).
+calibration every prediction is built on (bench/driver/calibration.py).
 """
 from typing import Callable, Optional, Tuple, TypeVar
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 # At most this many measurements while each exceeds the limit; the last one stands whatever
 # its steal (a report flags it), so work on a busy host still ends.

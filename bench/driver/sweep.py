@@ -3,7 +3,7 @@
     name = "headline"
     repeats = 3                # every point 3 times, interleaved (--repeats overrides)
     max_steal = 0.10           # a point measured while the hypervisor took more of this VM's CPU
-                               # is measured again (--max-steal overrides; bench/cpu_steal.py)
+                               # is measured again (--max-steal overrides; bench/launch/cpu_steal.py)
     [defaults]                 # any RunConfig field, plus cluster settings
     dataset = "synthetic"
     steps = 5
@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from bench.config import RunConfig, check_repeats, smoke
-from bench.cpu_steal import check_max_steal
-from bench.errors import UserError
+import bench
+from bench.core.config import RunConfig, check_repeats, smoke
+from bench.core.errors import UserError
+from bench.launch.cpu_steal import check_max_steal
 from bench.models.sources import SAVED_SUFFIXES
 
 CLUSTER_KEYS = ("cluster", "bandwidth", "ps_bandwidth", "latency", "scale_to", "hostfile", "cpus_per_host")
@@ -61,7 +62,7 @@ def shipped_root() -> Path:
     """The tree holding the sweep files and examples the README names, laid out as the repository
     root is (``sweeps/``, ``examples/``): ``bench/shipped`` in an installed wheel (pyproject.toml maps
     them there), the checkout itself when running from source or an editable install."""
-    package = Path(__file__).resolve().parent
+    package = Path(bench.__file__).resolve().parent
     shipped = package / "shipped"
     return shipped if shipped.is_dir() else package.parent
 

@@ -11,8 +11,8 @@ an ignored journal was lost with the checkout it was written in, and with it hou
 foreign or empty file is named in a warning and skipped, and the other runs still load;
 files from older schema versions are migrated on read.
 
-Row fields are the flat schema in ``FIELD_TYPES`` (bench/result_schema.py); build rows with
-``new_row``. The environment columns come from bench/environment.py.
+Row fields are the flat schema in ``FIELD_TYPES`` (bench/store/schema.py); build rows with
+``new_row``. The environment columns come from bench/store/environment.py.
 """
 import contextlib
 import hashlib
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.environment import environment_fields  # noqa: F401 (part of this module's API)
-from bench.dirlock import dir_lock
-from bench.errors import UserError
-from bench.result_schema import (  # noqa: F401 (re-exported: the store's API)
+from bench.core.errors import UserError
+from bench.store.dirlock import dir_lock
+from bench.store.environment import environment_fields  # noqa: F401 (part of this module's API)
+from bench.store.schema import (  # noqa: F401 (re-exported: the store's API)
     FIELD_TYPES, REQUIRED_COLUMNS, SCHEMA_FIELDS, SCHEMA_VERSION, V0_RENAMES, VERSION_COLUMN, _arrow_schema,
     _require_arrow, coerce_frame, is_missing, migrate, new_row, new_run_id, utc_now_iso)
 

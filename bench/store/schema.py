@@ -10,7 +10,7 @@ import secrets
 
 import pandas as pd
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 SCHEMA_VERSION = 1
 
@@ -20,7 +20,7 @@ FIELD_TYPES = {
     "run_id": _STR, "started_at": _STR, "git_commit": _STR, "git_dirty": _BOOL,
     "tf_version": _STR, "horovod_version": _STR, "mpi_version": _STR, "python_version": _STR,
     "cpu_model": _STR, "cpu_cores": _INT, "gpus": _INT,
-    # the GPU stack (bench/environment.py gpu_fields); added in schema v1: older files read them as empty
+    # the GPU stack (bench/store/environment.py gpu_fields); added in schema v1: older files read them as empty
     "gpu_model": _STR, "cuda_version": _STR, "cudnn_version": _STR, "nccl_version": _STR, "nccl_built": _BOOL,
     "hostname": _STR,
     "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
@@ -36,11 +36,11 @@ FIELD_TYPES = {
     "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
     "bytes_worker_measured": _FLOAT, "bytes_worker_predicted": _FLOAT,
     "predicted_step_time_s": _FLOAT,
-    # the least step time the plan allows on its hardware (bench/planning.py bound); added in schema v1
+    # the least step time the plan allows on its hardware (bench/driver/planning.py bound); added in schema v1
     # after run 20261204T115426Z-30fb48: older rows read it as empty, and the report prices it again
-    # where that is sound (bench/planning.py stored_bound)
+    # where that is sound (bench/driver/planning.py stored_bound)
     "bound_step_time_s": _FLOAT,
-    # the cluster host whose CPUs priced compute (bench/calibration.py run_on: hosts/Slurm); empty: the
+    # the cluster host whose CPUs priced compute (bench/driver/calibration.py run_on: hosts/Slurm); empty: the
     # driver's machine under cpus_per_host, or a hardware preset; added in schema v1, older rows read it as empty
     "calibrated_on": _STR,
     "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,

@@ -12,16 +12,16 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from bench.config import RunConfig
-from bench.cpu_steal import cpu_times, steal_share
-from bench.errors import RunFailed, UserError, one_line, traceback_to_log
-from bench.hvd_init import check_hierarchical, settings_label
+from bench.core.config import RunConfig
+from bench.core.errors import RunFailed, UserError, one_line, traceback_to_log
+from bench.core.horovod_settings import settings_label
+from bench.core.roles import RankLayout
+from bench.core.stats import interleaved
+from bench.core.strategy_specs import spec_of
+from bench.driver.planning import bound, check_head_shards, check_hierarchical, predict, resolve
 from bench.launch.base import Launcher, run_mpirun
-from bench.planning import bound, check_head_shards, predict, resolve
-from bench.rank_result import RankResult, ResultReceiver
-from bench.roles import RankLayout
-from bench.stats import interleaved
-from bench.strategy_specs import spec_of
+from bench.launch.cpu_steal import cpu_times, steal_share
+from bench.rank.result import RankResult, ResultReceiver
 
 
 def rank_argv(cfg: RunConfig, strategy: str, out: Optional[str] = None) -> List[str]:
@@ -47,7 +47,7 @@ def deadline_for(cfg: RunConfig) -> float:
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,
             echo: bool = False) -> Dict:
     """Launch one configuration; return a complete result row (status ok or failed)."""
-    from bench.results import new_row, utc_now_iso  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import new_row, utc_now_iso  # lazy: pandas loads only where rows are read or written
 
     row = new_row(**launcher.cluster_fields(), **_config_fields(cfg), started_at=utc_now_iso())
     try:
@@ -88,7 +88,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
 
 def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = None) -> Dict:
     """A configuration that could not run is recorded, not dropped."""
-    from bench.results import new_row  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import new_row  # lazy: pandas loads only where rows are read or written
 
     return new_row(**(cluster_fields or {}), **_config_fields(cfg), status="failed", failure=reason)
 
@@ -101,7 +101,7 @@ def _config_fields(cfg: RunConfig) -> Dict:
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
     """The cost model's columns of the row: its prediction, and the plan's bound (the least step
-    time the plan allows on this hardware: bench/planning.py ``bound``). A configuration it cannot
+    time the plan allows on this hardware: bench/driver/planning.py ``bound``). A configuration it cannot
     price (or whose calibration failed) keeps its measurement, and the reason is said on stderr: a
     row silently without a prediction hid a broken calibration once (issue 33)."""
     try:

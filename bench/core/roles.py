@@ -16,8 +16,8 @@ pick any plan inside one launch); ranks 0..S then sit the run out.
 """
 from dataclasses import dataclass
 
-from bench.errors import UserError
-from bench.strategy_specs import spec_of
+from bench.core.errors import UserError
+from bench.core.strategy_specs import spec_of
 
 
 @dataclass(frozen=True)

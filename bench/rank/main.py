@@ -4,7 +4,7 @@ Order of events (every rank):
  1. rank 0 resolves the plan (auto/ralp) and loads nothing else; all ranks learn it;
  2. addresses and free ports are exchanged (bench/tf_cluster.rendezvous);
  3. PS and worker ranks start a TF server; everyone waits until all are up;
- 4. the chief (or every Horovod worker) trains through bench/trainer.py while
+ 4. the chief (or every Horovod worker) trains through bench/rank/trainer.py while
     serving ranks answer traffic-meter rounds until the chief says stop;
  5. rank 0 (the chief, or Horovod rank 0) hands over the result (``_write``).
 Every exit path calls MPI_Finalize, then leaves with os._exit: TF's gRPC
@@ -17,17 +17,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from bench.config import RunConfig
-from bench.errors import UserError
-from bench.gpu import choose_gpu, host_gpus
-from bench.hvd_init import gloo_timeout_s, init_horovod, tuning_env
-from bench.rank_result import result_lines
-from bench.roles import RankLayout, Role, role_of
-from bench.strategy import StrategyContext, strategy_class
-from bench.strategy_specs import spec_of
-from bench.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
-                              start_server, thread_counts)
-from bench.trainer import Watchdog, train
+from bench.core.config import RunConfig
+from bench.core.errors import UserError
+from bench.core.horovod_settings import tuning_env
+from bench.core.roles import RankLayout, Role, role_of
+from bench.core.strategy_specs import spec_of
+from bench.rank.gpu import choose_gpu, host_gpus
+from bench.rank.hvd_init import gloo_timeout_s, init_horovod
+from bench.rank.result import result_lines
+from bench.rank.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
+                                   start_server, thread_counts)
+from bench.rank.trainer import Watchdog, train
+from strategies.base import StrategyContext, strategy_class
 
 
 def phase(rank: int, what: str):
@@ -196,7 +197,7 @@ def _train_and_report(comm, cfg, strategy, meter, plan, leader, watchdog, lockst
 
 
 def _select_gpu(tf, spec, roles, info):
-    """This rank's GPU (bench/gpu.py decides), applied to the eager context before TensorFlow
+    """This rank's GPU (bench/rank/gpu.py decides), applied to the eager context before TensorFlow
     initialises its GPUs: only the chosen GPU visible, its memory grown on demand. A server
     process gets the same choice through its ConfigProto too (start_server), so the eager
     context and the server never map one device id to two GPUs. A CPU host: nothing changes."""
@@ -214,7 +215,7 @@ def _select_gpu(tf, spec, roles, info):
 def _write(cfg, result):
     """Rank 0's result: to --out FILE on this rank's host (a user's own mpirun), else as
     RALP-RESULT lines on stdout, which mpirun brings to the driver wherever it runs: the
-    driver's /tmp is not this host's (bench/rank_result.py)."""
+    driver's /tmp is not this host's (bench/rank/result.py)."""
     if not cfg.out:
         sys.stdout.flush()
         for line in result_lines(result.to_json()):

@@ -5,16 +5,16 @@ must assume on it. Shared by `ralp-bench run`, `sweep` and asv; the links are a 
 import sys
 from dataclasses import replace
 
-from bench.calibration import register_place
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.roles import RankLayout
+from bench.driver.calibration import register_place
+from bench.driver.scaling import scaled_link
 from bench.launch.emulated_cluster import default_cpus_per_host
 from bench.launch.emulated_launcher import EmulatedLauncher
 from bench.launch.hosts import HostsLauncher, parse_env, parse_mpirun_args
 from bench.launch.local import LocalLauncher
 from bench.launch.netns import can_emulate
 from bench.launch.slurm import SlurmLauncher, job_id
-from bench.roles import RankLayout
-from bench.scaling import scaled_link
 from ralp.links import LinkSpec
 
 
@@ -97,7 +97,7 @@ def apply_cluster(cfg, launcher):
 
 def _calibration_host(cfg, launcher, layout):
     """The host the cost model's compute figures are measured on, registered with how to start a
-    program there (bench/calibration.py register_place); None: this machine.
+    program there (bench/driver/calibration.py register_place); None: this machine.
 
     Why: hosts and Slurm ranks run on other machines, whose CPUs the driver's need not resemble
     (a login node; an emulated ssh host's CPU group), so their first worker host is calibrated,

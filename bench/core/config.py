@@ -14,15 +14,15 @@ import typing
 from dataclasses import dataclass, field
 from typing import Optional
 
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.strategy_specs import SPECS, spec_of, strategy_names
 from bench.models.sources import format_shape, get_spec
-from bench.strategy_specs import SPECS, spec_of, strategy_names
 from ralp.codec_spec import parse_codec
 from ralp.hardware import load_hardware
 from ralp.links import LinkSpec
 from ralp.strategy_costs import CODECS_OF, PIPELINED  # the hybrid's codecs (stateless) and micro-batches
 
-STRATEGIES = strategy_names()  # every registered strategy (bench/strategy_specs.py) and auto
+STRATEGIES = strategy_names()  # every registered strategy (bench/core/strategy_specs.py) and auto
 PS_PLACEMENTS = ("dedicated", "colocated")
 MAX_WORKERS = 64
 # model: the model's own step timed under the host's quota; hardware: micro-benchmarks only.
@@ -43,7 +43,7 @@ def setting(default=None, help=None, *, cli=("run",), rank=True, row=None, choic
 @dataclass(frozen=True)
 class RunConfig:
     """Every run setting, declared once: the flags of ``ralp-bench run`` and of each rank
-    (``add_setting_arguments``), the sweep keys (bench/sweep.py), what the ranks are sent
+    (``add_setting_arguments``), the sweep keys (bench/driver/sweep.py), what the ranks are sent
     (``rank_fields``) and the row's config columns (``row_fields``) all come from here."""
     model: str = setting("alexnet_cifar", "a zoo name (see `ralp-bench models`), keras:NAME (tf.keras.applications), "
                          "a .keras/.h5 file, or package.module:function / path/file.py:function", row=True)
@@ -96,7 +96,7 @@ class RunConfig:
     # The launcher adds --network itself.
     network: Optional[str] = setting(None, "CIDR of the cluster network when hosts have several NICs", rank=False)
     horovod_ops: str = setting("gloo", "Horovod's controller and CPU collectives (gloo: blocking waits, no "
-                               "spinning; bench/hvd_init.py)", choices=("gloo", "mpi"))
+                               "spinning; bench/rank/hvd_init.py)", choices=("gloo", "mpi"))
     horovod_fusion_mb: float = setting(128.0, "Horovod's tensor-fusion buffer in MiB (Horovod 0.28's own default)")
     horovod_cycle_ms: float = setting(1.0, "Horovod's background cycle in ms (Horovod's own default)")
     horovod_autotune: bool = setting(False, "let Horovod's autotuner pick fusion and cycle during the run "
@@ -116,11 +116,11 @@ class RunConfig:
                                "or conv/matmul micro-benchmarks (hardware)", choices=CALIBRATIONS,
                                factory=lambda: os.environ.get("RALP_CALIBRATION", "model"))
     # Driver-only: the cluster host whose CPUs price compute (hosts/Slurm: the first worker host,
-    # set with how to reach it by bench/clusters.py apply_cluster; None: this machine under
+    # set with how to reach it by bench/driver/clusters.py apply_cluster; None: this machine under
     # cpus_per_host, or no calibration at all with a --hardware preset or file). Rows record it.
     calibrate_on: Optional[str] = setting(None, cli=(), rank=False, row="calibrated_on")
     out: Optional[str] = setting(None, "rank 0 writes the result JSON to this file on its own host (default: "
-                                 "RALP-RESULT lines on stdout; python -m bench.rank_result < OUTPUT decodes them)",
+                                 "RALP-RESULT lines on stdout; python -m bench.rank.result < OUTPUT decodes them)",
                                  cli=("rank",), rank=False)
     dump_weights: Optional[str] = setting(None, "rank 0 saves final trainable weights (.npz) to this path on its own "
                                           "host", cli=("rank",))
@@ -128,7 +128,7 @@ class RunConfig:
 
     def link(self, default_bandwidth: str):
         """The links this run's analyzer assumes (ralp/links.py): the cluster's, which the driver
-        wrote into bandwidth/ps_bandwidth/latency (bench/clusters.py), else the flags given."""
+        wrote into bandwidth/ps_bandwidth/latency (bench/driver/clusters.py), else the flags given."""
         return LinkSpec.parse(self.bandwidth or default_bandwidth, self.ps_bandwidth, self.latency)
 
     def model_spec(self):
@@ -165,7 +165,7 @@ class RunConfig:
     @property
     def warmup_window_s(self) -> float:
         """How long the warm-up may take before the run is declared hung: the watchdog's longest
-        window (bench/trainer.py; the first call traces, Horovod broadcasts the variables)."""
+        window (bench/rank/trainer.py; the first call traces, Horovod broadcasts the variables)."""
         return self.step_timeout * (self.warmup_steps + 2)
 
     @property
@@ -208,7 +208,7 @@ class RunConfig:
         it is a flat list of independent checks, one per setting, easier to read in one place."""
         if self.strategy != "auto":
             spec_of(self.strategy)  # one line naming the valid strategies
-        if self.compression != "auto":  # auto: the analyzer picks (bench.planning)
+        if self.compression != "auto":  # auto: the analyzer picks (bench.driver.planning)
             parse_codec(self.compression)  # a bad codec spec fails here, before anything is launched
         if self.strategy != "auto" and not spec_of(self.strategy).codecs and self.compression != "none":
             with_codecs = ", ".join(name for name, spec in SPECS.items() if spec.codecs)
@@ -273,7 +273,7 @@ class RunConfig:
         """Horovod runs its hierarchical all-reduce only as NCCL inside a host and MPI across hosts
         (NCCLHierarchicalAllreduce, built with MPI): under Gloo, or on tensors in host memory, the
         variable is ignored and a row would say hierarchical of a flat ring. Whether this Horovod
-        has NCCL is asked before launch (harness.run_one) and again on each rank (hvd_init)."""
+        has NCCL is asked before launch (planning.check_hierarchical) and again on each rank (hvd_init)."""
         if self.horovod_ops != "mpi":
             raise UserError("--horovod-hierarchical needs --horovod-ops mpi: Horovod's hierarchical all-reduce "
                             "crosses hosts over MPI")
@@ -325,7 +325,7 @@ def smoke() -> bool:
     """RALP_SMOKE=1: the README's one documented override, so its commands run as typed in CI
     (tests/test_readme.py) in minutes: every run takes SMOKE_WARMUP warm-up and at most
     SMOKE_STEPS timed steps, one repeat, no --target-ci; a sweep runs its first point of each
-    strategy (bench/sweep.py). Everything else (models, clusters, links, rows) is as typed."""
+    strategy (bench/driver/sweep.py). Everything else (models, clusters, links, rows) is as typed."""
     return os.environ.get("RALP_SMOKE", "") not in ("", "0")
 
 

@@ -22,7 +22,7 @@ Horovod's start-up broadcast of it to one peer at 105.7 Mbit/s takes ~32 s at
 line rate, and both tries of that point failed with "Graph execution error" (the
 paper sweep, h100-400g scaled, 2 workers) while the same run at 1 Gbit/s (3.3 s)
 passed. The harness has its own hang watchdog, sized from --step-timeout
-(bench/trainer.py), which names the phase that hung; Gloo's limit is set to
+(bench/rank/trainer.py), which names the phase that hung; Gloo's limit is set to
 that watchdog's longest window (``gloo_timeout_s``) so it never fires first on
 a transfer that is merely slow.
 """
@@ -30,10 +30,9 @@ import math
 import os
 from typing import List, Optional
 
-from bench.environment import horovod_nccl_code
-from bench.errors import UserError
+from bench.core.horovod_settings import HIERARCHICAL_NEEDS_NCCL
 from bench.launch.nic import route_iface
-from bench.tf_cluster import polite_allgather
+from bench.rank.tf_cluster import polite_allgather
 
 OPS = ("gloo", "mpi")
 
@@ -51,37 +50,6 @@ def slot_env(addresses: List[str], index: int) -> dict:
             "HOROVOD_LOCAL_RANK": str(local_rank), "HOROVOD_LOCAL_SIZE": str(len(local)),
             "HOROVOD_CROSS_RANK": str(cross.index(me)), "HOROVOD_CROSS_SIZE": str(len(cross)),
             "HOROVOD_HOSTNAME": me}
-
-
-def tuning_env(fusion_mb: float = 128.0, cycle_ms: float = 1.0, autotune: bool = False,
-               hierarchical: bool = False) -> dict:
-    """Horovod's knobs as the environment it reads at hvd.init()."""
-    env = {"HOROVOD_FUSION_THRESHOLD": str(int(fusion_mb * 1024 * 1024)), "HOROVOD_CYCLE_TIME": f"{cycle_ms:g}"}
-    if autotune:
-        env["HOROVOD_AUTOTUNE"] = "1"
-    if hierarchical:
-        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "1"
-    return env
-
-
-def settings_label(ops: str, fusion_mb: float, cycle_ms: float, autotune: bool, hierarchical: bool = False) -> str:
-    """What a row records: 'gloo fusion=128MiB cycle=1ms autotune=off' (+ ' hierarchical')."""
-    return (f"{ops} fusion={fusion_mb:g}MiB cycle={cycle_ms:g}ms autotune={'on' if autotune else 'off'}"
-            + (" hierarchical" if hierarchical else ""))
-
-
-HIERARCHICAL_NEEDS_NCCL = ("--horovod-hierarchical needs Horovod built with NCCL (HOROVOD_GPU_OPERATIONS=NCCL: "
-                           "ci/setup.sh --gpu on GPU hosts); this Horovod has CPU collectives only, where the "
-                           "hierarchical all-reduce does not exist")
-
-
-def check_hierarchical(hierarchical: bool, strategy: str):
-    """The driver's check, before any rank starts (the run command, and each sweep point's plan):
-    Horovod without NCCL ignores HOROVOD_HIERARCHICAL_ALLREDUCE, and the row would call a flat
-    ring hierarchical. Each rank asks its own Horovod again (``init_horovod``): a host's install
-    may differ from the driver's."""
-    if hierarchical and strategy == "horovod" and not horovod_nccl_code():
-        raise UserError(HIERARCHICAL_NEEDS_NCCL)
 
 
 def gloo_timeout_s(warmup_window_s: float) -> int:

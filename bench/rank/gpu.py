@@ -11,15 +11,15 @@ use. The rule (issue 37):
 - the chief and every other PS task see no GPU;
 - every process that sees a GPU grows its memory instead of mapping it all;
 - a host without GPUs changes nothing: the CPU path stays as it was.
-The ranks apply the choice: to the eager context in bench/rank_main.py (``_select_gpu``), to a
-server through ``config_fields`` in bench/tf_cluster.py (``start_server``).
+The ranks apply the choice: to the eager context in bench/rank/main.py (``_select_gpu``), to a
+server through ``config_fields`` in bench/rank/tf_cluster.py (``start_server``).
 """
 import os
 from dataclasses import dataclass
 from typing import List, Mapping, Optional, Sequence, Tuple
 
-from bench.errors import UserError
-from bench.roles import Role
+from bench.core.errors import UserError
+from bench.core.roles import Role
 
 # The launcher's own variable first: an mpirun started inside a Slurm allocation hands every rank
 # the batch step's SLURM_LOCALID (0 for all), so Slurm's is trusted only when no MPI set its own.

@@ -11,9 +11,9 @@ import socket
 import statistics
 import sys
 import time
-from bench.hvd_init import init_horovod
-from bench.roles import Role
-from bench.tf_cluster import rendezvous
+from bench.core.roles import Role
+from bench.rank.hvd_init import init_horovod
+from bench.rank.tf_cluster import rendezvous
 
 CHUNK = 1 << 20
 
@@ -70,7 +70,7 @@ def _send(ip: str, port: int, total: int):
 
 def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None):
     """Horovod's all-reduce of ``floats`` fp32 values inside a tf.function, as a training step
-    runs it, started the way runs start Horovod (bench/hvd_init.py)."""
+    runs it, started the way runs start Horovod (bench/rank/hvd_init.py)."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -105,7 +105,7 @@ def main(argv=None):
     elif what == "allreduce":
         _allreduce(int(argv[1]), int(argv[2]), argv[3], argv[4] or None)  # "": no --network
     else:
-        raise SystemExit(f"usage: python -m bench.link_probe_rank serve|send|allreduce ...; got {what!r}")
+        raise SystemExit(f"usage: python -m bench.rank.link_probe serve|send|allreduce ...; got {what!r}")
 
 
 if __name__ == "__main__":

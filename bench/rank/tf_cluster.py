@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from bench.errors import UserError
-from bench.gpu import GpuChoice
+from bench.core.errors import UserError
+from bench.core.roles import Role
 from bench.launch.cgroups import threads_for, usable_cores
 from bench.launch.nic import fabric_bytes, fabric_of, ipv4_interfaces, tcp_counters, total_bytes
-from bench.roles import Role
+from bench.rank.gpu import GpuChoice
 
 LOOPBACK = "127.0.0.1"
 
@@ -126,7 +126,7 @@ def thread_counts(intra: Optional[int], inter: Optional[int], ranks_on_host: int
 
 def start_server(info: ClusterInfo, role: Role, intra: int, inter: int, gpu: Optional[GpuChoice] = None):
     """This rank's TF server. Its devices come from this ConfigProto, not from the eager context,
-    so the rank's GPU (``gpu``, bench/gpu.py) is set here; None or a CPU host: no GPU fields."""
+    so the rank's GPU (``gpu``, bench/rank/gpu.py) is set here; None or a CPU host: no GPU fields."""
     import tensorflow as tf
 
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter,

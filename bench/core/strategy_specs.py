@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 
 LAYOUTS = ("tf", "workers", "single")
 

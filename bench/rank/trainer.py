@@ -14,11 +14,11 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from bench.config import RunConfig
-from bench.rank_result import RankResult
-from bench.stats import precise_enough
-from bench.strategy import Strategy
-from bench.tf_cluster import TrafficMeter, polite_allgather
+from bench.core.config import RunConfig
+from bench.core.stats import precise_enough
+from bench.rank.result import RankResult
+from bench.rank.tf_cluster import TrafficMeter, polite_allgather
+from strategies.base import Strategy
 
 
 class Watchdog:

@@ -1,7 +1,7 @@
 """The one interface every training strategy implements, and their registry.
 
 A strategy owns the model's placement and one synchronous training step; the
-trainer (bench/trainer.py) owns the timing, evaluation and traffic metering,
+trainer (bench/rank/trainer.py) owns the timing, evaluation and traffic metering,
 so every strategy is measured by the same code. Strategies live one per
 module: strategies/ps.py, strategies/ps_async.py, strategies/horovod.py and
 strategies/ralp_placement.py, and the one-process reference
@@ -14,9 +14,9 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from bench.config import RunConfig
+from bench.core.config import RunConfig
+from bench.core.strategy_specs import spec_of
 from bench.data import batch_indices
-from bench.strategy_specs import spec_of
 from ralp.sharding import creation_elements, least_loaded
 
 
@@ -76,7 +76,7 @@ class Strategy(abc.ABC):
 
 
 def strategy_class(name: str):
-    """The implementation of ``name`` (bench/strategy_specs.py), imported only now, so
+    """The implementation of ``name`` (bench/core/strategy_specs.py), imported only now, so
     Horovod is loaded only where it trains."""
     module_name, cls = spec_of(name).implementation.split(":")
     return getattr(importlib.import_module(module_name), cls)

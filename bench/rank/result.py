@@ -1,13 +1,13 @@
 """What rank 0 hands the driver: one typed result, as JSON.
 
-The driver (bench/harness.py) turns it into a row; a field added here is a field both sides
+The driver (bench/driver/harness.py) turns it into a row; a field added here is a field both sides
 know, and a result with unknown or missing fields is refused by name instead of being half read.
 
 How it travels: as ``RALP-RESULT`` lines in rank 0's output, which mpirun brings to the driver
 wherever the driver runs (``result_lines`` / ``ResultReceiver``); rank 0's host and the driver's
 need share no filesystem, as on a real cluster where each host has its own /tmp (issue 34).
 ``--out FILE`` instead writes the JSON to FILE on rank 0's host (a user's own mpirun); without
-it, ``python -m bench.rank_result < OUTPUT`` reads the JSON back out of a saved output.
+it, ``python -m bench.rank.result < OUTPUT`` reads the JSON back out of a saved output.
 """
 import base64
 import dataclasses
@@ -118,7 +118,7 @@ class ResultReceiver:
 
 
 def main(stream) -> int:
-    """``python -m bench.rank_result < mpirun-output``: the JSON a user's own mpirun run without
+    """``python -m bench.rank.result < mpirun-output``: the JSON a user's own mpirun run without
     --out printed as RALP-RESULT lines, wherever they sit in the lines (other ranks' text around)."""
     received = ResultReceiver()
     for line in stream:

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import tensorflow as tf
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from ralp.codec_spec import VALID_SPECS, CodecSpec, parse_codec
 
 FP16_MAX = 65504.0

@@ -17,6 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import bench
+
+# The checkout (or the installed tree) the run's code comes from: git_commit and git_dirty describe it.
+CODE_ROOT = Path(bench.__file__).resolve().parent.parent
+
 
 def environment_fields(repo_dir=None, ignore_paths=("results",)):
     """Describe the code and machine a run used; every probe degrades to None, never raises.
@@ -26,7 +31,7 @@ def environment_fields(repo_dir=None, ignore_paths=("results",)):
     ``git_dirty`` counts modified tracked files outside ``ignore_paths`` (the result store
     itself changes with every run and must not make the next run look dirty).
     """
-    repo_dir = Path(repo_dir) if repo_dir else Path(__file__).resolve().parent.parent
+    repo_dir = Path(repo_dir) if repo_dir else CODE_ROOT
     commit = _command_output(["git", "-C", str(repo_dir), "rev-parse", "HEAD"])
     status = _command_output(["git", "-C", str(repo_dir), "status", "--porcelain",
                               "--untracked-files=no", "--", "."]

@@ -14,14 +14,16 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Optional
 
-from bench import calibration
-from bench.calibration import model_timing, resolve_hardware
-from bench.config import CALIBRATIONS, RunConfig
-from bench.errors import UserError
+from bench.core.config import CALIBRATIONS, RunConfig
+from bench.core.errors import UserError
+from bench.core.horovod_settings import HIERARCHICAL_NEEDS_NCCL
+from bench.core.strategy_specs import AUTO, SPECS, spec_of
+from bench.driver import calibration
+from bench.driver.calibration import model_timing, resolve_hardware
 from bench.models import get_model
 from bench.models.build import settled_spec
 from bench.models.sources import format_shape, model_digest
-from bench.strategy_specs import AUTO, SPECS, spec_of
+from bench.store.environment import horovod_nccl_code
 from ralp.analyzer import analyze
 from ralp.cost_model import STRATEGIES, ModelTiming, predict as cost_predict
 from ralp.head_chain import head_chain
@@ -62,7 +64,7 @@ def settle_model(cfg: RunConfig) -> RunConfig:
 def hardware_for(cfg: RunConfig):
     """The analyzer's hardware: a preset or file as given; without one, this machine measured
     under the run's per-host CPU quota, or the cluster host ``cfg.calibrate_on`` as its ranks run
-    there (bench/calibration.py; which host is the launcher's business, not the plan's)."""
+    there (bench/driver/calibration.py; which host is the launcher's business, not the plan's)."""
     return resolve_hardware(cfg.hardware or "local", cfg.cpus_per_host or None, cfg.calibrate_on,
                             **cfg.link(DEFAULT_BANDWIDTH).hardware_overrides())
 
@@ -147,7 +149,7 @@ def check_head_shards(cfg: RunConfig, strategy: str, cut: Optional[str] = None):
     (ralp/head_chain.py); refused in one line otherwise. The driver's check, before any rank
     starts (rank 0 must not profile the model again on its slice of a core)."""
     if strategy == AUTO or spec_of(strategy).priced_as not in SHARDED_HEAD or cfg.ps == 1:
-        return  # auto: checked again on the plan it resolves to (bench/harness.py run_one)
+        return  # auto: checked again on the plan it resolves to (bench/driver/harness.py run_one)
     cut = cut or first_cut(cfg)
     if cut is None:
         return  # no split at all: _split_at says so
@@ -228,7 +230,7 @@ def stored_bound(row) -> Optional[float]:
     a calibration its cache still holds (nothing is measured here), and only where pricing it
     again gives the row's own predicted step time: then the inputs are the row's, and so is the
     bound. Committed rows are never rewritten: the report computes this when it reads them."""
-    from bench.results import is_missing  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import is_missing  # lazy: pandas loads only where rows are read or written
 
     predicted = row.get("predicted_step_time_s")
     if row.get("status") != "ok" or is_missing(predicted) or row.get("hostname") != platform.node():
@@ -253,7 +255,7 @@ def _stored_config(row, strategy: str, codec: str, calibration: str) -> Optional
     """The RunConfig a stored row's prediction was priced from: its row columns, its links (the
     cluster's, which the driver hands the analyzer), its CPU cap, ``calibration``; None when the
     row cannot make one (an unknown strategy or model)."""
-    from bench.results import is_missing  # lazy: pandas loads only where rows are read or written
+    from bench.store.results import is_missing  # lazy: pandas loads only where rows are read or written
 
     if strategy not in SPECS:
         return None
@@ -283,3 +285,12 @@ def _calibrated(cfg: RunConfig) -> bool:
             cfg.model_spec(), cfg.batch_size, cfg.workers, first_cut(cfg), cores) in cached
     except UserError:  # a model this machine cannot build
         return False
+
+
+def check_hierarchical(hierarchical: bool, strategy: str):
+    """The driver's check, before any rank starts (the run command, and each sweep point's plan):
+    Horovod without NCCL ignores HOROVOD_HIERARCHICAL_ALLREDUCE, and the row would call a flat
+    ring hierarchical. Each rank asks its own Horovod again (``init_horovod``): a host's install
+    may differ from the driver's."""
+    if hierarchical and strategy == "horovod" and not horovod_nccl_code():
+        raise UserError(HIERARCHICAL_NEEDS_NCCL)

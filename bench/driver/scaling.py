@@ -4,15 +4,15 @@ A CPU here is ~100x slower than a V100, so a 10 Gbit/s link emulated at full
 rate would hide the network bottleneck the V100 cluster has. Scaling the link
 by the same factor as compute keeps the ratio of compute time to transfer
 time, which is what decides the speedups. Compute here is one emulated host's:
-the throughput calibrated under its CPU quota (bench/calibration.py), or,
+the throughput calibrated under its CPU quota (bench/driver/calibration.py), or,
 without quotas, this machine's share when W workers split its cores. Rows
 record both the emulated rate and the preset.
 """
 import os
 from typing import Optional
 
-from bench.calibration import hardware_under
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.driver.calibration import hardware_under
 from ralp.hardware import PRESETS
 
 MIN_LINK_BPS = 1e6  # tc cannot shape usefully much below ~1 Mbit/s

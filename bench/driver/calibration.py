@@ -1,8 +1,8 @@
 """Calibration under an emulated host's CPU quota: this machine's throughput, and a model's own step.
 
 The one owner of the calibration cache and of every measurement of this machine: ``run``'s
-predictions (bench/planning.py), ``analyze --hardware local`` and the time-scaled links
-(bench/scaling.py) all read it, so a figure measured for one is reused by the others and no
+predictions (bench/driver/planning.py), ``analyze --hardware local`` and the time-scaled links
+(bench/driver/scaling.py) all read it, so a figure measured for one is reused by the others and no
 caller can erase another's entries (writes merge under a lock, see ``_store``).
 
 Why: the cost model prices compute with throughputs. On the emulated cluster
@@ -31,7 +31,7 @@ CPUs, CPU group and environment are what the figures measure, and they are cache
 machine key and usable cores that host reports for itself (``_host``), so a later run reuses
 them without measuring (the steal kept beside them is the driver machine's: the same machine
 on emulated hosts, a hint only on a real cluster). Where to measure is a host name on the
-run's settings (``RunConfig.calibrate_on``, set by bench/clusters.py apply_cluster); how to
+run's settings (``RunConfig.calibrate_on``, set by bench/driver/clusters.py apply_cluster); how to
 start a program there is registered here by the same function (``register_place``), so the
 planning code passes a name through and never sees a launcher.
 """
@@ -44,19 +44,19 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from bench.cpu_steal import PROBE_MAX_STEAL, measure_quietly
-from bench.dirlock import dir_lock
-from bench.environment import package_version
-from bench.errors import RunFailed, UserError, one_line
+from bench.core.errors import RunFailed, UserError, one_line
+from bench.core.roles import RankLayout
 from bench.launch import cgroups as cg
 from bench.launch.base import LaunchSpec, run_mpirun
 from bench.launch.cgroups import threads_for, usable_cores
+from bench.launch.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 from bench.models import get_model
 from bench.models.sources import format_shape, get_spec, model_digest
-from bench.roles import RankLayout
-from bench.strategy import loss_fn
+from bench.store.dirlock import dir_lock
+from bench.store.environment import package_version
 from ralp.cut import split_model
 from ralp.hardware import hardware_from_measurement, load_hardware
+from strategies.base import loss_fn
 
 CACHE = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
 PASS_ELEMENTS = 4 * 1024 * 1024
@@ -112,13 +112,13 @@ def _provenance(data: Dict) -> str:
 
 
 def run_capped(cores: Optional[float], argv, timeout_s: float = 600) -> Dict:
-    """Run ``python -m bench.calibration ARGV`` in a fresh group capped at ``cores``; its JSON."""
+    """Run ``python -m bench.driver.calibration ARGV`` in a fresh group capped at ``cores``; its JSON."""
     group = None
     if cores and cg.available()[0]:
         group = cg.create(f"{cg.PREFIX}calib{os.getpid()}-h0", cores)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     try:
-        cmd = [sys.executable, "-m", "bench.calibration", *map(str, argv)]
+        cmd = [sys.executable, "-m", "bench.driver.calibration", *map(str, argv)]
         if group:
             cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', group.procs_file] + cmd
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -174,7 +174,7 @@ def register_place(host: str, launch) -> None:
     Why a registry beside the setting: the run's settings say WHERE (``calibrate_on``, a host
     name: printable, stored in rows, never sent to ranks), this says HOW, which a setting must
     not carry (the forwarded variables' values may be secrets, and settings are printed, swept
-    and stored). bench/clusters.py apply_cluster fills both from the launcher, so planning
+    and stored). bench/driver/clusters.py apply_cluster fills both from the launcher, so planning
     passes a name through and knows no launcher. Registering a host again (the next cluster of
     a sweep) replaces it and forgets the machine key it reported."""
     _PLACES[host] = launch
@@ -182,7 +182,7 @@ def register_place(host: str, launch) -> None:
 
 
 def run_on(host: str, argv, timeout_s: float = 600) -> Dict:
-    """Run ``python -m bench.calibration ARGV`` on ``host`` through its registered mpirun; its JSON.
+    """Run ``python -m bench.driver.calibration ARGV`` on ``host`` through its registered mpirun; its JSON.
     No cgroup of ours: the host's own CPUs are what counts (an emulated ssh host's CPU group
     holds whatever its sshd starts). The shared runner (bench/launch/base.py run_mpirun) gives
     the deadline, the one-line failure with its log, and no process left behind."""
@@ -190,7 +190,7 @@ def run_on(host: str, argv, timeout_s: float = 600) -> Dict:
     if launch is None:
         raise UserError(f"cannot calibrate on {host}: no launcher in this process reaches it; run with "
                         "--cluster hosts or slurm, or give --hardware PRESET_OR_FILE")
-    program = [sys.executable, "-m", "bench.calibration", *map(str, argv)]
+    program = [sys.executable, "-m", "bench.driver.calibration", *map(str, argv)]
     what = f"calibration {' '.join(map(str, argv))} on {host}"
     try:
         output = run_mpirun(LaunchSpec(list(launch.argv) + program, env=dict(launch.env)), timeout_s=timeout_s,
@@ -404,7 +404,7 @@ def main(argv=None):
         elif argv[:1] == ["model"] and len(argv) == 5:
             result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
         else:
-            raise SystemExit('usage: python -m bench.calibration key | hardware | model \'["NAME", "H,W,C", CLASSES]\' '
+            raise SystemExit('usage: python -m bench.driver.calibration key | hardware | model \'["NAME", "H,W,C", CLASSES]\' '
                              'BATCH WORKERS CUT')
     except UserError as exc:  # the driver shows this line (run_capped, run_on), not a traceback
         print(exc, file=sys.stderr)
