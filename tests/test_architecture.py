@@ -1,6 +1,7 @@
 """The architecture the guide asks for, checked rather than hoped for (issue 14).
 
-- import-linter contracts (pyproject.toml [tool.importlinter]) hold: packages import downward;
+- import-linter contracts (pyproject.toml [tool.importlinter]) hold: one layers rule over the packages, each
+  of which says in its __init__ what it is;
 - no module imports itself back through others (an import circle), counting imports inside functions;
 - imports sit at the top of their module, where a reader sees them, except TensorFlow, Keras, Horovod
   and mpi4py (loading them starts runtimes, threads or MPI, so only the ranks that need them do) and
@@ -50,6 +51,14 @@ def test_no_import_circles():
         planted.add_import(importer=a, imported=b)
     assert _import_circles(planted) == [("a", "b"), ("b", "c"), ("c", "a")]
     assert _import_circles(grimp.build_graph(*PACKAGES)) == []
+
+
+def test_every_package_says_what_it_is():
+    """One package per layer, each with a paragraph in its __init__ that says what it holds and why
+    it stands apart (issue 36 item 2); the layers themselves are the import-linter rule above."""
+    bare = [str(init.relative_to(ROOT)) for package in PACKAGES for init in sorted((ROOT / package).rglob("__init__.py"))
+            if len((ast.get_docstring(ast.parse(init.read_text())) or "").split()) < 12]
+    assert bare == []
 
 
 LATE_IMPORTS_WITHOUT_A_REASON = ("tensorflow", "keras", "horovod", "mpi4py")
