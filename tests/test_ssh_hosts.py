@@ -276,7 +276,11 @@ def test_a_comparison_runs_from_a_login_host_outside_the_hostfile(cluster):
         for forwarded in rows["env_forwarded"]:
             assert {"RALP_TEST_MARK", "PATH", "TF_CPP_MIN_LOG_LEVEL"} <= set(forwarded.split(","))
         assert (rows["bytes_worker_measured"] > 0).all()
-        print(f"3 strategies from the login host in {time.monotonic() - started:.0f}s")
+        # no --bandwidth: the links were measured (one flow, h1 to h0); `cluster up` shaped them to 1 Gbit/s
+        assert set(rows["link_measured"]) == {True} and rows["link_bps"].nunique() == 1
+        assert 0.85e9 <= rows["link_bps"].iloc[0] <= 1.1e9, rows["link_bps"].iloc[0]
+        print(f"3 strategies from the login host in {time.monotonic() - started:.0f}s; "
+              f"link measured at {rows['link_bps'].iloc[0] / 1e9:.3f} Gbit/s")
     finally:
         shutil.rmtree(results, ignore_errors=True)
 
@@ -399,6 +403,7 @@ def test_compute_is_calibrated_on_a_worker_host_and_predicts_the_step_from_the_l
         assert all(k.endswith(f"|{cap:.3f}") and v["machine"].startswith("h1|") for k, v in entries.items()), entries
         row = ResultStore(os.path.join(shared, "results")).load().iloc[0]
         assert (row["status"], row["hostname"], row["calibrated_on"]) == ("ok", "login", "h1"), row
+        assert row["link_bps"] == 1e9 and bool(row["link_measured"]) is False  # stated, so not measured
         ratio = row["predicted_step_time_s"] / row["step_time_median_s"]
         print(f"ps from login, calibrated on h1: measured {row['step_time_median_s']:.3f} s, "
               f"predicted {row['predicted_step_time_s']:.3f} s ({ratio:.2f})")

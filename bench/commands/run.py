@@ -79,6 +79,7 @@ def run(args):
     validate_data(configs[0].dataset, configs[0].data_dir)  # before any process starts
 
     launcher = make_launcher(args, configs[0].workers, configs[0].ps)
+    launcher.measure_link()
     configs = [apply_cluster(cfg, launcher) for cfg in configs]
 
     repeats = check_repeats(args.repeats)

@@ -235,7 +235,9 @@ def _cluster_args(args, point):
 
 def _launcher_or_failed_rows(cluster_args, group, journal, progress):
     try:
-        return make_launcher(cluster_args, group[0].config.workers, group[0].config.ps)
+        launcher = make_launcher(cluster_args, group[0].config.workers, group[0].config.ps)
+        launcher.measure_link()
+        return launcher
     except UserError as exc:
         for point in group:
             journal.add(failed_row(point.config, f"cluster: {exc}"))

@@ -103,6 +103,10 @@ class Launcher(abc.ABC):
         """Result-row fields on how well the links carry traffic ``pattern`` (emulated only)."""
         return {}
 
+    def measure_link(self):
+        """Learn ``link`` by measuring it where nobody stated it (hosts.py); the driver calls it
+        once before planning a run, never for a dry run. Built or stated links: nothing to do."""
+
     def workers_per_host(self, layout: RankLayout) -> Optional[int]:
         """The most workers this launcher puts on one worker host (None: not known; the cost model
         then takes its hardware's ``gpus_per_host``)."""

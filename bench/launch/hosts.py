@@ -19,14 +19,16 @@ import ipaddress
 import os
 import shlex
 import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from bench.core.errors import UserError
+from bench.core.errors import UserError, one_line
 from bench.launch import link_probe
 from bench.launch.base import BASE_ENV, LaunchSpec, Launcher, mpirun_path, place_ranks, worker_counts
 from bench.launch.firewall import Firewall
+from ralp.links import LinkSpec
 
 # Forwarded (-x) when set on the driver: the libraries, paths and tuning of CUDA, NCCL, UCX and
 # Horovod, and the suite's own settings (RALP_STRATEGY_MODULES, RALP_CALIBRATION, ...). OMPI_MCA_*
@@ -111,6 +113,7 @@ class HostsLauncher(Launcher):
         self.mpirun_args = list(mpirun_args or ())
         self.firewall = Firewall([h for h, _ in hosts], self.once_per_host, self.env) if firewall else None
         self._efficiency: Dict[str, float] = {}
+        self.link_measured = False
 
     def __enter__(self):
         if self.firewall:
@@ -160,6 +163,23 @@ class HostsLauncher(Launcher):
         """mpirun options that put ``counts[i]`` ranks on host ``names[i]``, in rank order."""
         return ["-H", ",".join(f"{h}:{n}" for h, n in zip(names, counts) if n), "--map-by", "slot"]
 
+    def measure_link(self):
+        """Where no rate was stated (``--bandwidth``), the links' line rate measured from the first
+        worker host to the PS host (link_probe.measure_line_rate: one TCP flow), so the cost model
+        prices the NICs the run has, not a default, and the rows record it as measured; the same
+        rate for every host and no added latency (the probe measures neither: state them with
+        --ps-bandwidth and --latency). Called by the driver before the run starts; one host has
+        no link to measure."""
+        if self.link is not None or len(self.hosts) < 2:
+            return
+        try:
+            rate = link_probe.measure_line_rate(ProbedHosts(self), 1, 0)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            raise UserError(f"could not measure the link from {self.hosts[1][0]} to {self.hosts[0][0]} "
+                            f"({one_line(str(exc), 200)}); state it with --bandwidth") from None
+        self.link = LinkSpec(rate)
+        self.link_measured = True
+
     def link_fields(self, pattern: Optional[str]) -> Dict:
         """The measured efficiency of traffic ``pattern`` over the real NICs against the rate the
         user stated (``--bandwidth``; without it there is no line rate to compare with), measured
@@ -172,7 +192,7 @@ class HostsLauncher(Launcher):
 
     def cluster_fields(self) -> Dict:
         links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}
-        return {"cluster_mode": self.mode, "hosts": len(self.hosts), **links,
+        return {"cluster_mode": self.mode, "hosts": len(self.hosts), **links, "link_measured": self.link_measured,
                 "env_forwarded": ",".join(sorted(self.env)) or None}
 
 
@@ -190,7 +210,8 @@ class ProbedHosts:
     def __init__(self, launcher: HostsLauncher):
         self.launcher = launcher
         link = launcher.link
-        self.hosts = [ProbedHost(_address(name, launcher.network), link.ps_link_bps if i == 0 else link.worker_bps)
+        rates = (link.ps_link_bps, link.worker_bps) if link else (0.0, 0.0)  # no link yet: measure_link measures it
+        self.hosts = [ProbedHost(_address(name, launcher.network), rates[0] if i == 0 else rates[1])
                       for i, (name, _) in enumerate(launcher.hosts)]
         self.subnet = launcher.network or ""
 

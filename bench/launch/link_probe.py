@@ -53,6 +53,18 @@ def _probe_argv(*args):
 
 def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
     """``pairs``: [(sender index, receiver index)]; one receiver process per receiving host."""
+    seconds = _timed_transfer(cluster, pairs, total_bytes)
+    receivers = sorted({r for _, r in pairs})
+    # The busiest receiver's link limits: it takes in n * total at its rate.
+    line = max(sum(1 for _, rr in pairs if rr == r) * total_bytes * 8 / (cluster.hosts[r].bandwidth_bps * GOODPUT)
+               for r in receivers)
+    rate = min(cluster.hosts[r].bandwidth_bps for r in receivers)
+    return PatternResult(name, len({h for p in pairs for h in p}), rate, seconds, line)
+
+
+def _timed_transfer(cluster, pairs, total_bytes) -> float:
+    """Seconds from the first byte to the last at the slowest receiver, every sender of ``pairs``
+    sending ``total_bytes`` at once."""
     receivers = sorted({r for _, r in pairs})
     servers = {}
     try:
@@ -60,7 +72,9 @@ def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
             n = sum(1 for _, rr in pairs if rr == r)
             servers[r] = subprocess.Popen(cluster.exec_argv(r, _probe_argv("serve", PORT, n, total_bytes)),
                                           stdout=subprocess.PIPE, text=True)
-            assert servers[r].stdout.readline().strip() == "ready"
+            first = servers[r].stdout.readline().strip()
+            if first != "ready":
+                raise RuntimeError(f"the link probe did not start on host {r}: {first or 'no output'}")
         senders = [subprocess.Popen(cluster.exec_argv(s, _probe_argv("send", cluster.hosts[r].ip, PORT, total_bytes)))
                    for s, r in pairs]
         for p in senders:
@@ -71,11 +85,30 @@ def _raw_pattern(cluster, name, pairs, total_bytes) -> PatternResult:
         for p in servers.values():
             if p.poll() is None:
                 p.kill()
-    # The busiest receiver's link limits: it takes in n * total at its rate.
-    line = max(sum(1 for _, rr in pairs if rr == r) * total_bytes * 8 / (cluster.hosts[r].bandwidth_bps * GOODPUT)
-               for r in receivers)
-    rate = min(cluster.hosts[r].bandwidth_bps for r in receivers)
-    return PatternResult(name, len({h for p in pairs for h in p}), rate, seconds, line)
+    return seconds
+
+
+FIRST_PROBE_BYTES = 64 * 2 ** 20  # half a second at 1 Gbit/s
+
+
+def measure_line_rate(cluster, sender: int, receiver: int, seconds: float = 1.0) -> float:
+    """The line rate (bit/s) from host ``sender`` to host ``receiver``, where nobody stated it
+    (hosts and Slurm without --bandwidth): one TCP flow's goodput over GOODPUT, the framing the
+    patterns above allow for. A first 64 MiB; where that took under half of ``seconds`` (links
+    faster than ~1 Gbit/s), a second transfer sized from it to last about ``seconds``, so the
+    figure is one flow's steady rate on a 1 Gbit/s link or a 100 Gbit/s one alike; the faster
+    of the two (a slow TCP start only lowers a figure). Each transfer starts two programs
+    through mpirun, seconds apiece over ssh, hence one transfer where one is enough. Measured
+    again while the hypervisor steals CPU, as every pattern is."""
+    def measure():
+        took = _timed_transfer(cluster, [(sender, receiver)], FIRST_PROBE_BYTES)
+        rate = FIRST_PROBE_BYTES * 8 / took / GOODPUT
+        if took < 0.5 * seconds:
+            size = int(rate / 8 * GOODPUT * seconds)
+            rate = max(rate, size * 8 / _timed_transfer(cluster, [(sender, receiver)], size) / GOODPUT)
+        return rate
+
+    return measure_quietly(measure, PROBE_MAX_STEAL)[0]
 
 
 def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env=None,

@@ -24,7 +24,11 @@ FIELD_TYPES = {
     "gpu_model": _STR, "cuda_version": _STR, "cudnn_version": _STR, "nccl_version": _STR, "nccl_built": _BOOL,
     "hostname": _STR,
     "cluster_mode": _STR, "hosts": _INT, "link_bps": _FLOAT, "ps_link_bps": _FLOAT,
-    "latency_s": _FLOAT, "scaled_to": _STR, "cpus_per_host": _FLOAT, "workers_per_host": _INT, "link_pattern": _STR,
+    "latency_s": _FLOAT,
+    # link_bps measured by one TCP flow (hosts/Slurm without --bandwidth: bench/launch/link_probe.py
+    # measure_line_rate), not stated or built; added in schema v1, older rows read it as empty
+    "link_measured": _BOOL,
+    "scaled_to": _STR, "cpus_per_host": _FLOAT, "workers_per_host": _INT, "link_pattern": _STR,
     "link_efficiency": _FLOAT,
     "env_forwarded": _STR,  # names (never values) of the variables the driver forwarded to the ranks
     "model": _STR, "input_shape": _STR, "classes": _INT, "model_sha256": _STR, "dataset": _STR,
