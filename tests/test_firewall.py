@@ -243,11 +243,11 @@ def test_no_rule_is_left_after_a_failed_rank_or_ctrl_c(cluster):
     try:
         wait_for(lambda: tables(cluster) == ["h0", "h1", "h2"], what="the rules")
         os.killpg(interrupted.pid, signal.SIGINT)
-        interrupted.communicate(timeout=120)
+        out, err = interrupted.communicate(timeout=120)
     finally:
         if interrupted.poll() is None:
             os.killpg(interrupted.pid, signal.SIGKILL)
-    assert tables(cluster) == []
+    assert tables(cluster) == [], err[-3000:]
 
 
 @needs_hosts

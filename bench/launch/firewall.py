@@ -221,7 +221,14 @@ class Firewall:
         if os.geteuid() != 0:
             print(f"ralp-bench: warning: not root: {NOT_ROOT_HINT}", file=sys.stderr)
             return self
-        found = self._on_hosts("install", own_addresses())  # the driver's: mpirun's daemons connect back to it
+        try:
+            found = self._on_hosts("install", own_addresses())  # the driver's: mpirun's daemons connect back to it
+        except BaseException:
+            # Ctrl-C (or a host that did not answer) while mpirun was installing: some hosts may hold the
+            # rules already, and no `with` body will run to remove them (measured: the rules were left).
+            self.active = True
+            self.__exit__()
+            raise
         self.active = any(status == "installed" for status, _ in found.values())
         bad = {h: s for h, (s, _) in found.items() if s != "installed"}
         if bad:
