@@ -19,6 +19,7 @@ class LinkSpec:
     ps_bps: Optional[float] = None    # bit/s of each PS host's NIC (None: as the workers')
     latency_s: float = 0.0            # one-way delay added on every NIC
     scaled_to: Optional[str] = None   # the preset whose compute/network ratio set worker_bps
+    measured: bool = False            # worker_bps measured (one TCP flow), not stated or built
 
     @classmethod
     def parse(cls, bandwidth, ps_bandwidth=None, latency=None, scaled_to=None) -> "LinkSpec":
@@ -35,7 +36,7 @@ class LinkSpec:
     def row_fields(self) -> Dict:
         """What a result row records about the links."""
         return {"link_bps": self.worker_bps, "ps_link_bps": self.ps_link_bps, "latency_s": self.latency_s,
-                "scaled_to": self.scaled_to}
+                "scaled_to": self.scaled_to, "link_measured": self.measured}
 
     def hardware_overrides(self) -> Dict:
         """``ralp.hardware.load_hardware`` keyword overrides: the links the cost model prices."""

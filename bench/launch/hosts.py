@@ -113,7 +113,6 @@ class HostsLauncher(Launcher):
         self.mpirun_args = list(mpirun_args or ())
         self.firewall = Firewall([h for h, _ in hosts], self.once_per_host, self.env) if firewall else None
         self._efficiency: Dict[str, float] = {}
-        self.link_measured = False
 
     def __enter__(self):
         if self.firewall:
@@ -177,8 +176,7 @@ class HostsLauncher(Launcher):
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             raise UserError(f"could not measure the link from {self.hosts[1][0]} to {self.hosts[0][0]} "
                             f"({one_line(str(exc), 200)}); state it with --bandwidth") from None
-        self.link = LinkSpec(rate)
-        self.link_measured = True
+        self.link = LinkSpec(rate, measured=True)
 
     def link_fields(self, pattern: Optional[str]) -> Dict:
         """The measured efficiency of traffic ``pattern`` over the real NICs against the rate the
@@ -192,7 +190,7 @@ class HostsLauncher(Launcher):
 
     def cluster_fields(self) -> Dict:
         links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}
-        return {"cluster_mode": self.mode, "hosts": len(self.hosts), **links, "link_measured": self.link_measured,
+        return {"cluster_mode": self.mode, "hosts": len(self.hosts), **links,
                 "env_forwarded": ",".join(sorted(self.env)) or None}
 
 

@@ -66,25 +66,26 @@ def _timed_transfer(cluster, pairs, total_bytes) -> float:
     """Seconds from the first byte to the last at the slowest receiver, every sender of ``pairs``
     sending ``total_bytes`` at once."""
     receivers = sorted({r for _, r in pairs})
-    servers = {}
+    servers, senders = {}, []
     try:
         for r in receivers:
             n = sum(1 for _, rr in pairs if rr == r)
             servers[r] = subprocess.Popen(cluster.exec_argv(r, _probe_argv("serve", PORT, n, total_bytes)),
-                                          stdout=subprocess.PIPE, text=True)
+                                          stdout=subprocess.PIPE, text=True, start_new_session=True)
             first = servers[r].stdout.readline().strip()
             if first != "ready":
                 raise RuntimeError(f"the link probe did not start on host {r}: {first or 'no output'}")
-        senders = [subprocess.Popen(cluster.exec_argv(s, _probe_argv("send", cluster.hosts[r].ip, PORT, total_bytes)))
-                   for s, r in pairs]
+        senders = [subprocess.Popen(cluster.exec_argv(s, _probe_argv("send", cluster.hosts[r].ip, PORT, total_bytes)),
+                                    start_new_session=True) for s, r in pairs]
         for p in senders:
             p.wait(timeout=600)
         seconds = max(json.loads(servers[r].communicate(timeout=60)[0].splitlines()[-1])["seconds"]
                       for r in receivers)
-    finally:
-        for p in servers.values():
+    finally:  # on hosts, each program is an mpirun with its ssh clients: stop the whole session
+        for p in [*servers.values(), *senders]:
             if p.poll() is None:
-                p.kill()
+                processes.stop(lambda: processes.session_members(p.pid), grace_s=0.5)
+                p.wait()
     return seconds
 
 

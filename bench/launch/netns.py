@@ -9,9 +9,7 @@ root namespace's interfaces and routes are never touched.
 """
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 from bench.launch import processes
 

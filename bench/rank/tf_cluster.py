@@ -15,7 +15,6 @@ import functools
 import ipaddress
 import os
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
