@@ -6,9 +6,11 @@ its own term (bytes per direction, the transport's CPU, the push that overlaps t
 pulls). It prices a ``Setting`` into a ``StepCost`` like every function in
 ralp/strategy_costs.py, from the pieces in ralp/step_cost.py.
 """
+from dataclasses import replace
+
 from ralp.sharding import shard_loads
-from ralp.step_cost import (UPDATE_PASSES, Phase, Setting, StepCost, conv_fc_stages, gradient_bytes, tower_layers,
-                            transport_seconds)
+from ralp.step_cost import (UPDATE_PASSES, Phase, Setting, StepCost, conv_fc_stages, gradient_bytes,
+                            sync_ps_stages, transport_seconds)
 
 
 def colocated_ps_cost(s: Setting) -> StepCost:
@@ -29,18 +31,20 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     tasks' shards): each of its workers reads all Q floats through loopback, serves 1/k of the
     (W-k) remote reads of Q and receives 1/k of their gradients, all on the host's CPU as the
     transport's local bytes, never as a link."""
-    phases, mean_bytes, (largest, task), busiest = colocated_phases(s.profile.variable_sizes, s.W, s.comp, s.k)
-    P, W, k, comp, stages = s.P, s.W, s.k, s.comp, conv_fc_stages(s)
-    phases[0].worker_tx += _pushed_during_pull(s, largest, stages)
+    phases, mean_bytes, (largest, task), own = colocated_phases(s.profile.variable_sizes, s.W, s.comp, s.k)
+    P, W, k, comp = s.P, s.W, s.k, s.comp
     pull = transport_seconds(s, sent=4.0 * (W - k) * largest / k, received=4.0 * (P - largest), local=4.0 * largest)
     push = transport_seconds(s, sent=gradient_bytes(P - largest, comp),
                              received=(W - k) * gradient_bytes(largest, comp) / k,
                              local=gradient_bytes(largest, comp))
-    return StepCost(phases, s.train_full / 3, s.train_full * 2 / 3,
-                    ps_compute=s.ps_passes(task, s.W + UPDATE_PASSES),  # the largest shard's sums and update
-                    worker_codec=s.on_worker(s.P, s.comp, 0), ps_codec=s.on_ps(task * s.W, s.comp, 1),
-                    mean_bytes=mean_bytes, stages=stages, transport=(pull, push), notes={"host_bytes": busiest},
-                    streamed=("push gradients", tower_layers(s.profile, None)))
+    # the pull holds the busiest host's outgoing link as long as its serving and its own push need
+    timed = replace(phases[0], worker_tx=phases[0].worker_tx + _pushed_during_pull(s, largest, conv_fc_stages(s)))
+    ps_compute = s.ps_passes(task, s.W + UPDATE_PASSES)  # the largest shard's sums and update
+    worker_codec, ps_codec = s.on_worker(s.P, s.comp, 0), s.on_ps(task * s.W, s.comp, 1)
+    stages = sync_ps_stages(s, phases[0], phases[1], worker_codec, ps_compute + ps_codec, (pull, push),
+                            timed_pull=timed, own=own)
+    return StepCost(phases, stages, s.train_full / 3, s.train_full * 2 / 3, ps_compute, worker_codec, ps_codec,
+                    mean_bytes=mean_bytes)
 
 
 def _pushed_during_pull(s: Setting, largest: float, stages) -> float:
@@ -72,7 +76,7 @@ def colocated_phases(sizes, W, comp, k=1):
     full-duplex NIC, so each phase lasts as long as the busiest direction of the busiest
     host: the phase carries the per-direction maxima, per worker (1/k of the host's).
     Returns (phases, mean (tx, rx) per worker, (busiest host's Q, largest task's shard), the busiest
-    host's own (tx, rx) per worker: its real bytes, not the phases' maxima that mix hosts)."""
+    host's own (pull, push) phases per worker: its real bytes, not the phases' maxima that mix hosts)."""
     shards = shard_loads(sizes, W)
     hosts = [sum(shards[h * k:(h + 1) * k]) for h in range(W // k)]
     P = float(sum(shards))
@@ -83,5 +87,6 @@ def colocated_phases(sizes, W, comp, k=1):
     mean_tx = sum(a[0] + b[0] for a, b in zip(pull, push)) / len(hosts) / k
     mean_rx = sum(a[1] + b[1] for a, b in zip(pull, push)) / len(hosts) / k
     h = hosts.index(max(hosts))
-    busiest = ((pull[h][0] + push[h][0]) / k, (pull[h][1] + push[h][1]) / k)
-    return phases, (mean_tx, mean_rx), (max(hosts), max(shards)), busiest
+    own = (Phase("pull parameters", worker_tx=pull[h][0] / k, worker_rx=pull[h][1] / k),
+           Phase("push gradients", worker_tx=push[h][0] / k, worker_rx=push[h][1] / k))
+    return phases, (mean_tx, mean_rx), (max(hosts), max(shards)), own

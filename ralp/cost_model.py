@@ -81,42 +81,42 @@ the conv rate; codec passes likewise. The PS sums W gradients (W passes over its
 reduces (N-1)/N of them (1 pass) and every rank applies the same update (2 passes);
 RALP's PS does the PS's work for the tower and the update of the head.
 
-Timing: training costs ~3x the forward FLOPs (forward + backward). Without overlap
-a step is the sum of its phases (pull, compute, transfers, push, PS work), less what TF's
-dataflow executor overlaps: sync PS (both layouts) streams its FC parameters around the conv
-forward and pushes each layer's gradients as its backward finishes (``_staged_ps_step``), which
-also carries the CPU the worker's host spends in TensorFlow's transport (``TRANSPORT_PASSES``;
-colocated, its PS task's share too, and the busiest host's push sharing the link with the pulls
-it serves: ralp/colocated_ps_cost.py); RALP pushes each tower layer's gradients the same way
-(``_streamed_push``); and under both split
-strategies the PS computes the head's weight gradients and update while the workers run the
-tower's backward (``head_beside_backward``). Each transfer phase lasts as long as its slowest
-side (worker link or PS link) plus one latency. With ``overlap`` communication is perfectly
-pipelined with compute and the links are full duplex, so the step is the busiest resource (a
-lower bound).
+Timing: training costs ~3x the forward FLOPs (forward + backward). Each cost function states
+its step as an ordered list of dependent stages (ralp/evaluator.py ``Stage``: which resource,
+for how long, after what), and one evaluator turns every strategy's list into time the same
+way: a stage starts when what it waits for has ended and its resources are free, as TF's
+dataflow executor runs ops. What overlaps follows from the stages: sync PS (both layouts)
+reads every variable at the step's start, so the conv parameters arrive first and the conv
+forward runs while the FC weights are still coming, and pushes each layer's gradients as its
+backward finishes (ralp/step_cost.py ``sync_ps_stages``, ``Setting.streamed``), with the CPU
+the worker's host spends in TensorFlow's transport as stages of its own (``TRANSPORT_PASSES``;
+colocated, its PS task's share too, and the pull holding the busiest host's link while its own
+push shares it: ralp/colocated_ps_cost.py); RALP streams its tower's gradients the same way;
+under both split strategies the PS computes the head's weight gradients and update while the
+workers run the tower's backward (``head_beside_backward``). A transfer lasts as long as its
+slowest side (worker link or PS link) plus its latency. With ``overlap`` the order is dropped:
+every resource busy at once, the step is the busiest one (a lower bound, ``evaluator.bound``).
+The bottleneck is the resource group that holds the schedule's critical path longest.
 
 Pipelined micro-batches (``micro_batches=m``, the hybrid only, m dividing B): each worker's
 batch goes through the tower forward, the activations' trip up, the head's forward and
-backward, the gradients' trip down and the tower backward in m micro-batches, the next one
-starting while the previous is further along; the ring all-reduce and the updates follow once.
-A cost function marks the phases that repeat per micro-batch (``pipelined``) and the compute
-inside them (``StepCost.pipe_worker``, ``pipe_ps``). Bytes per step do not change with m. Time,
-the bottleneck-plus-fill approximation of a pipeline over physical resources: T_seq is the
-pipelined part's sequential time without latency (its phases' durations + the worker's and the
-PS's pipelined compute) and R_max the busiest of six resources within it (worker CPU, worker
-tx, worker rx, PS CPU, PS tx, PS rx: each the sum of what lands on it across the pipelined
-phases); the pipelined part takes R_max + (T_seq - R_max)/m + m * (its phases' latencies):
-every micro-batch pays its own latency. The rest of the step is added as before; m = 1 is
-the unpipelined formula exactly. Not priced: the smaller matmuls' lower efficiency and the
-per-micro-batch op launches, which is why the analyzer wants a clear gain before pipelining.
+backward, the gradients' trip down and the tower backward in m micro-batches, each a set of
+stages with 1/m of the work and bytes and all of its transfers' latency; the ring all-reduce
+and the updates follow once. Bytes per step do not change with m. The evaluator runs them as
+the executor would, the next micro-batch's forward while the previous one travels (replacing
+the bottleneck-plus-fill approximation R_max + (T_seq - R_max)/m, which it equals for a chain
+of stages on separate resources: tests/test_evaluator.py). Not priced: the smaller matmuls'
+lower efficiency and the per-micro-batch op launches, which is why the analyzer wants a clear
+gain before pipelining.
 """
 from dataclasses import dataclass, field, replace
 from typing import Dict, Optional
 
 from ralp.errors import UserError
+from ralp.evaluator import GROUPS, INTRA, LINKS, PS_RX, PS_TX, WORKER_CPU, WORKER_RX, WORKER_TX, bound, evaluate
 from ralp.hardware import PASS_FLOPS, Hardware  # noqa: F401 (re-exported)
 from ralp.step_cost import (  # noqa: F401 (re-exported)
-    CODEC_PASSES, FUSION_PASSES, HYBRID_BUCKET_MB, TRAIN_FLOPS_FACTOR, UPDATE_PASSES, Setting, StepCost,
+    BESIDE, CODEC_PASSES, FUSION_PASSES, HYBRID_BUCKET_MB, TRAIN_FLOPS_FACTOR, UPDATE_PASSES, Setting, StepCost,
     compute_seconds, parse_compression)
 from ralp.strategy_costs import (  # noqa: F401 (re-exported)
     CODECS_OF, COST_FUNCTIONS, PIPELINED, SHARDED_HEAD, SPLIT_STRATEGIES)
@@ -225,8 +225,8 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
             micro_batches: int = 1, workers_per_host: Optional[int] = None,
             hybrid_bucket_mb: float = HYBRID_BUCKET_MB, hierarchical: bool = False) -> Prediction:
     """Predict one training step of ``profile`` under ``strategy`` (see module docstring): the
-    strategy's cost function (ralp/strategy_costs.py) says what moves and what computes,
-    ``_assemble`` turns that into time the same way for every strategy. ``workers`` counts
+    strategy's cost function (ralp/strategy_costs.py) says what moves and what computes, as
+    stages; ``_assemble`` turns them into time through the one evaluator. ``workers`` counts
     every worker, on workers / ``workers_per_host`` hosts (``workers_on_each_host``)."""
     if ps_placement not in PS_PLACEMENTS:
         raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
@@ -264,157 +264,61 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     return prediction
 
 
-def _staged_ps_step(durations, stages, fwd, bwd, codec, layers=None):
-    """Sync PS step with the overlap TensorFlow's executor gives it: every parameter pull
-    starts with the step, as concurrent RPCs sharing the link, so the conv parameters (few
-    and small beside the FC matrices) arrive early and the conv layers' forward runs while
-    the FC weights are still coming; in the backward pass every layer's gradients leave as its
-    backward finishes (``_streamed_push`` over ``layers``, the model's layers in forward order:
-    the FC ones first, then the conv layers last to first, as RALP's tower). The pull does not
-    stream within the conv tower: its reads share the link fairly and arrive together. Measured
-    on the emulated cluster: the unstaged sum was 25-35% above sync PS's step time on FC-heavy
-    models; pushing the conv gradients only after the whole backward over-predicted
-    resnet_cifar's sync PS step by up to 24% (runs 20261204T232825Z-fc7d7e, 20261205T002747Z-c379c0;
-    streamed: -11% to +8%). ``stages`` = (conv share of the parameters, conv share of the
-    FLOPs); ``durations`` = (pull, push) phase times; ``layers`` None: the conv block and the
-    FC block as two layers. ``fwd`` and ``bwd`` include the CPU the worker's host spends in the
-    transport while the pull and the push run (``StepCost.transport``): it shares the host's
-    cores with the compute. Returns the worker's busy time up to the last gradient arriving on
-    the PS."""
-    pull, push = durations
-    p_conv, f_conv = stages
-    fwd_conv, fwd_fc = fwd * f_conv, fwd * (1 - f_conv)
-    forward_done = max(pull, pull * p_conv + fwd_conv) + fwd_fc
-    if layers is None:
-        layers = ((f_conv, p_conv), (1 - f_conv, 1 - p_conv))
-    return forward_done + _streamed_push(bwd + codec, push, layers)
-
-
-def _streamed_push(backward, push, layers):
-    """Seconds from the tower's backward start until its last gradient has crossed the link.
-    TensorFlow's executor sends each variable's gradient to the PS as soon as it is computed, and
-    the backward pass runs the tower's layers last to first: the last conv layers (most of the
-    parameters) are ready after a small share of the backward FLOPs and travel while the earlier
-    layers' backward still runs. The link works whenever it has bytes (work-conserving), so the last
-    byte leaves at max over layers k of (k's gradients ready + the push time of every gradient
-    ready at or after k). ``layers``: (FLOP share, parameter share) in forward order. One layer
-    (or none streaming) gives backward + push; a link faster than the backward gives about the
-    backward plus the first layer's push. Measured on the emulated cluster: the unstreamed sum
-    over-predicted RALP's step on every FC-heavy cell, by 14-26% on AlexNet and VGG-16 at 2 workers
-    on links scaled to V100 + 10 GbE and H100 + 400G (run 20261203T171937Z-30296c; this: 1-12%),
-    and by 14% on average over the headline's 8 alexnet_cifar and vgg_cifar cells (run
-    20261203T192007Z-0cf89b; this: 6%). Not streamed: the tower's pull (every variable's read
-    starts with the step and shares the link, so the first layers' weights do not arrive first)."""
-    done, remaining, finish = 0.0, 1.0, 0.0
-    for flops, params in reversed(layers):
-        done += flops
-        finish = max(finish, backward * done + push * remaining)
-        remaining -= params
-    return max(finish, backward, push)
-
-
 def _key(phase_name: str) -> str:
     """A phase's seconds in ``Prediction.breakdown``: 'push gradients' -> 'push_gradients_s'."""
     return phase_name.replace(" ", "_") + "_s"
 
 
-RETURN_PHASE = "receive activation gradients"  # split strategies: the workers' backward starts after it
+COMPUTE_PHASES = ("forward", "backward", "ps compute", "worker codec")  # the breakdown names these itself
 
 
-def _beside_backward(cost: StepCost, breakdown, after: float) -> float:
-    """Seconds of the PS's work that hide behind the workers' ``after`` seconds of backward
-    (ralp/strategy_costs.py ``head_beside_backward``), recorded in the breakdown."""
-    if not cost.ps_beside_backward:
-        return 0.0
-    hidden = min(cost.ps_beside_backward, after)
-    breakdown["ps_beside_backward_s"] = hidden
-    return hidden
-
-
-def _durations_after(phases, breakdown, name) -> float:
-    """Seconds of the phases after the one called ``name`` (0 when there is none)."""
-    names = [ph.name for ph in phases]
-    if name not in names:
-        return 0.0
-    return sum(breakdown[_key(n)] for n in names[names.index(name) + 1:])
+def _under_backward(stages, schedule, transfers) -> Dict[str, float]:
+    """The backward pass and what leaves under it: seconds from its first stage's start to the
+    last of its stages and of the transfers listed after it ending (``backward_and_push_s``), and
+    how much of the PS's work beside it ran meanwhile (``ps_beside_backward_s``)."""
+    first = next((i for i, st in enumerate(stages) if st.phase == "backward"), None)
+    if first is None:
+        return {}
+    under = [st.name for st in stages[first:] if st.phase == "backward" or st.phase in transfers]
+    out = {"backward_and_push_s": schedule.span(under)}
+    if BESIDE in schedule.end:
+        began, ended = min(schedule.start[n] for n in under), max(schedule.end[n] for n in under)
+        out["ps_beside_backward_s"] = max(0.0, min(schedule.end[BESIDE], ended) - max(schedule.start[BESIDE], began))
+    return out
 
 
 def _assemble(strategy, W, B, hardware, cost: StepCost, overlap, k=1) -> Prediction:
-    """A StepCost as a step time (module docstring: Timing, Pipelined micro-batches). ``worker_Bps``
-    is each worker's share of its host's NIC (k workers move the same bytes at once).
-
-    Long because each timing shape (the bound, staged sync PS, pipelined micro-batches, the
-    sequential step) is one branch over the same busy-time totals; issue 36 replaces it with one
-    evaluator of ordered stages."""
-    worker_Bps, ps_Bps, lat = hardware.worker_link_Bps(k), hardware.ps_link_Bps(), hardware.latency_s
-    intra_Bps = hardware.intra_host_bandwidth  # None: CPU workers, priced as compute by the cost function
-    phases, worker_fwd, worker_bwd, m = cost.phases, cost.worker_fwd, cost.worker_bwd, cost.micro_batches
-    worker_codec, ps_codec = cost.worker_codec, cost.ps_codec
-    ps_compute = cost.ps_compute + ps_codec
-    breakdown = {"worker_forward_s": worker_fwd, "worker_backward_s": worker_bwd, "ps_compute_s": ps_compute}
-    if worker_codec or ps_codec:
-        breakdown.update(worker_codec_s=worker_codec, ps_codec_s=ps_codec)
-    comm = worker_link_busy = ps_link_busy = 0.0
-    for ph in phases:
-        # a phase that stages its bytes in host memory first sends from there: the NIC's share only
-        worker_side = max(ph.worker_tx, ph.worker_rx) / (hardware.worker_bandwidth / 8 / k if ph.host_copy
-                                                         else worker_Bps)
-        if ph.intra and intra_Bps:  # inside the host, beside the NIC (the ring's edges inside a host)
-            worker_side = max(worker_side, ph.intra / intra_Bps)
-        ps_side = max(ph.ps_tx, ph.ps_rx) / ps_Bps
-        duration = max(worker_side, ps_side) + ph.latency_hops * lat * (m if ph.pipelined else 1)
-        if ph.host_copy and hardware.host_device_bandwidth:  # to the host and back, around the transfer
-            duration += ph.host_copy / hardware.host_device_bandwidth
-        breakdown[_key(ph.name)] = duration
-        comm += duration
-        worker_link_busy += worker_side
-        ps_link_busy += ps_side
-    totals = {key: sum(getattr(ph, key) for ph in phases) for key in ("worker_tx", "worker_rx", "ps_tx", "ps_rx")}
-    worker_compute = worker_fwd + worker_bwd + worker_codec
+    """A StepCost as a predicted step: its stages through the one evaluator (ralp/evaluator.py),
+    the schedule's length (``overlap``: the bound, every resource busy at once), the resource
+    group that holds its critical path, and the breakdown: each phase's seconds had it run
+    alone, the compute totals, each link's busy seconds."""
+    phases = cost.phases
+    worker_compute = cost.worker_fwd + cost.worker_bwd + cost.worker_codec
+    ps_compute = cost.ps_compute + cost.ps_codec
+    breakdown = {"worker_forward_s": cost.worker_fwd, "worker_backward_s": cost.worker_bwd, "ps_compute_s": ps_compute}
+    if cost.worker_codec or cost.ps_codec:
+        breakdown.update(worker_codec_s=cost.worker_codec, ps_codec_s=cost.ps_codec)
+    schedule = evaluate(cost.stages)
+    names = {ph.name for ph in phases}
+    seconds = schedule.phase_seconds()
+    breakdown.update({_key(name): t for name, t in seconds.items() if name not in COMPUTE_PHASES})
+    comm = sum(seconds.get(name, 0.0) for name in names)
+    transfers = [st for st in cost.stages if st.phase in names]
+    worker_link_busy = sum(max(st.work.get(r, 0.0) for r in (WORKER_TX, WORKER_RX, INTRA)) for st in transfers)
+    ps_link_busy = sum(max(st.work.get(r, 0.0) for r in (PS_TX, PS_RX)) for st in transfers)
     if overlap and phases:
-        # The bound (bench/driver/planning.py): each resource at full rate; a link direction's bytes plus one
-        # latency (its last byte's flight; others overlap traffic). Colocated, one CPU runs the worker
-        # and its PS task, and the links carry the busiest host's real bytes (else the mean host's, no
-        # more), not the phases' maxima, which mix hosts and add contention as bytes.
-        colocated = cost.mean_bytes is not None
-        worker_tx, worker_rx = ((cost.notes.get("host_bytes") or cost.mean_bytes) if colocated
-                                else (totals["worker_tx"], totals["worker_rx"]))
-        worker_link_busy = max(worker_tx, worker_rx) / worker_Bps
-        ps_link_busy = max(totals["ps_tx"], totals["ps_rx"]) / ps_Bps
-        intra_busy = sum(ph.intra for ph in phases) / intra_Bps if intra_Bps else 0.0
-        copies = sum(ph.host_copy for ph in phases)
-        copy_busy = copies / hardware.host_device_bandwidth if copies and hardware.host_device_bandwidth else 0.0
-        comm = max(worker_link_busy, ps_link_busy, intra_busy, copy_busy) + lat
-        host_cpu = worker_compute + ps_compute if colocated else worker_compute
-        breakdown.update(bound_worker_host_s=host_cpu, bound_link_s=comm)
-        step = max(host_cpu, ps_compute, comm)
-    elif cost.stages is not None and len(phases) == 2:
-        durations = [breakdown[_key(ph.name)] for ph in phases]
-        pull_cpu, push_cpu = cost.transport
-        breakdown.update(transport_pull_cpu_s=pull_cpu, transport_push_cpu_s=push_cpu)
-        step = _staged_ps_step(durations, cost.stages, worker_fwd + pull_cpu, worker_bwd + push_cpu,
-                               worker_codec, cost.streamed[1] if cost.streamed else None) + ps_compute
-    elif m > 1:
-        pipelined, bound = _pipeline(cost, worker_Bps, ps_Bps, lat)
-        rest = sum(breakdown[_key(ph.name)] for ph in phases if not ph.pipelined)
-        step = pipelined + rest + worker_compute - cost.pipe_worker + ps_compute - cost.pipe_ps
-        breakdown.update(micro_batches=m, pipeline_s=pipelined, pipeline_bound_s=bound)
-        step -= _beside_backward(cost, breakdown, rest + worker_compute - cost.pipe_worker)
+        step, timed = bound(cost.stages, hardware.latency_s)
+        comm = max(timed[r] for r in LINKS)
+        breakdown.update(bound_worker_host_s=timed[WORKER_CPU], bound_link_s=comm)
+        bottleneck = GROUPS[max(timed, key=timed.get)]
     else:
-        step = worker_compute + ps_compute + comm
-        after = worker_bwd + _durations_after(phases, breakdown, RETURN_PHASE)  # the workers' work then
-        if cost.streamed is not None:  # RALP: the tower's gradients leave during its backward
-            name, layers = cost.streamed
-            push = breakdown[_key(name)]
-            both = _streamed_push(worker_bwd, push, layers)
-            breakdown["backward_and_push_s"] = both
-            step -= worker_bwd + push - both
-            after -= worker_bwd + push - both
-        step -= _beside_backward(cost, breakdown, after)
-    busy = {"worker compute": worker_compute, "PS compute": ps_compute,
-            "PS link": ps_link_busy, "worker link": worker_link_busy}
-    bottleneck = max(BOTTLENECKS, key=lambda name: busy[name])
+        step = schedule.step_s
+        bottleneck = schedule.bottleneck()
+    if cost.micro_batches > 1:
+        breakdown["micro_batches"] = cost.micro_batches
+    breakdown.update(_under_backward(cost.stages, schedule, names))
     breakdown.update({"worker_link_busy_s": worker_link_busy, "ps_link_busy_s": ps_link_busy})
+    totals = {key: sum(getattr(ph, key) for ph in phases) for key in ("worker_tx", "worker_rx", "ps_tx", "ps_rx")}
     return Prediction(
         strategy=strategy, cut=cost.cut, workers=W, batch_size=B, step_time_s=step,
         compute_s=worker_compute + ps_compute, comm_s=comm, bottleneck=bottleneck,
@@ -422,18 +326,3 @@ def _assemble(strategy, W, B, hardware, cost: StepCost, overlap, k=1) -> Predict
         ps_tx_bytes=totals["ps_tx"], ps_rx_bytes=totals["ps_rx"], breakdown=breakdown, workers_per_host=k,
         host_tx_bytes=k * totals["worker_tx"], host_rx_bytes=k * totals["worker_rx"],
         intra_host_bytes=sum(ph.intra for ph in phases))
-
-
-def _pipeline(cost: StepCost, worker_Bps, ps_Bps, lat):
-    """(time of the pipelined part over m micro-batches, its busiest resource R_max): the
-    bottleneck-plus-fill approximation R_max + (T_seq - R_max)/m, plus each pipelined phase's
-    latency once per micro-batch (module docstring)."""
-    m, pipe = cost.micro_batches, [ph for ph in cost.phases if ph.pipelined]
-    t_seq = cost.pipe_worker + cost.pipe_ps + sum(
-        max(max(ph.worker_tx, ph.worker_rx) / worker_Bps, max(ph.ps_tx, ph.ps_rx) / ps_Bps) for ph in pipe)
-    resources = [cost.pipe_worker, cost.pipe_ps] + [
-        sum(getattr(ph, key) for ph in pipe) / rate
-        for key, rate in (("worker_tx", worker_Bps), ("worker_rx", worker_Bps), ("ps_tx", ps_Bps), ("ps_rx", ps_Bps))]
-    bound = max(resources)
-    latency = m * sum(ph.latency_hops for ph in pipe) * lat
-    return bound + (t_seq - bound) / m + latency, bound

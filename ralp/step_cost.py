@@ -7,10 +7,11 @@ The bytes of a gradient or activation under a codec, the codecs' and the transpo
 one ring over the workers (``collective_phase``) and the tower's layers in backward order are
 here once, so every strategy prices them alike and no cost function imports another's privates.
 """
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ralp.codec_spec import parse_codec
+from ralp.evaluator import INTRA, PCIE, PS_CPU, PS_RX, PS_TX, WORKER_CPU, WORKER_RX, WORKER_TX, Stage
 from ralp.hardware import PASS_FLOPS, Hardware
 
 TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
@@ -27,6 +28,7 @@ HYBRID_BUCKET_MB = 4.0  # bench/core/config.py's default --hybrid-bucket-mb
 # Workers on one CPU host exchange all-reduce data through shared memory: the sender copies each
 # float in and the receiver copies it out, 16 bytes read or written per float, 4/3 of a pass's 12.
 SHARED_MEMORY_PASSES = 16.0 / 12.0
+BESIDE = "head beside the backward"  # split strategies: the stage of the PS's work beside the workers' backward
 
 
 @dataclass
@@ -141,35 +143,93 @@ class Setting:
     def on_ps(self, elements, codec, side):
         return codec_seconds(elements, codec, side, self.hardware.ps_flops, self.hardware.memory_pass_s(True))
 
+    # ---- the step's stages (ralp/evaluator.py), priced at this Setting's rates ----
+
+    def link_work(self, phase: "Phase", share: float = 1.0) -> Dict[str, float]:
+        """Seconds of each link direction ``share`` of ``phase``'s bytes take: a worker's bytes at
+        its share of its host's NIC (``Hardware.worker_link_Bps``; staged in host memory first,
+        ``host_copy``: the NIC's share alone), a PS task's at its link, a device's bytes to its
+        host's other devices at their own link (none on CPU hosts: priced as compute)."""
+        hw, k = self.hardware, self.k
+        nic = hw.worker_bandwidth / 8 / k if phase.host_copy else hw.worker_link_Bps(k)
+        ps = hw.ps_link_Bps()
+        work = {WORKER_TX: share * phase.worker_tx / nic, WORKER_RX: share * phase.worker_rx / nic,
+                PS_TX: share * phase.ps_tx / ps, PS_RX: share * phase.ps_rx / ps}
+        if phase.intra and hw.intra_host_bandwidth:
+            work[INTRA] = share * phase.intra / hw.intra_host_bandwidth
+        return work
+
+    def transfer(self, phase: "Phase", after: Sequence[str] = (), share: float = 1.0, name: Optional[str] = None,
+                 hops: Optional[float] = None, own: Optional["Phase"] = None) -> Stage:
+        """``share`` of ``phase`` as a stage: its link seconds, and ``hops`` of its latency (by
+        default ``share`` of them: a transfer cut in pieces pays its latency once; a micro-batch's
+        copy of a pipelined phase pays all of it). Staged in host memory (``host_copy``), the copy
+        to the host and back runs around the transfer, on the device's PCIe link. ``own``: the
+        priced host's own bytes where they differ from the phase's, which then sets only how long
+        the transfer lasts (it waits for the slowest host: colocated PS)."""
+        work = self.link_work(own or phase, share)
+        latency = phase.latency_hops * self.hardware.latency_s * (share if hops is None else hops)
+        hold = max(self.link_work(phase, share).values()) + latency if own is not None else None
+        if phase.host_copy and self.hardware.host_device_bandwidth:
+            work[PCIE] = share * phase.host_copy / self.hardware.host_device_bandwidth
+            hold = max(v for r, v in work.items() if r != PCIE) + latency + work[PCIE]
+        return Stage(name or phase.name, work, tuple(after), latency, hold, phase=phase.name)
+
+    def compute(self, name: str, seconds: float, after: Sequence[str] = (), on_ps: bool = False,
+                phase: Optional[str] = None) -> Stage:
+        """``seconds`` of a worker's CPU (or device), or ``on_ps`` of the PS task's: its own host's,
+        or, with the PS task beside the worker (``ps_placement="colocated"``), the worker's."""
+        resource = PS_CPU if on_ps and self.ps_placement != "colocated" else WORKER_CPU
+        return Stage(name, {resource: seconds}, tuple(after), phase=phase)
+
+    def streamed(self, backward_s: float, phase: "Phase", layers, after: Sequence[str],
+                 prefix: str = "backward", transport_s: float = 0.0, own: Optional["Phase"] = None) -> List[Stage]:
+        """The backward pass layer by layer, last to first (``layers``: (share of its FLOPs, share of
+        ``phase``'s bytes) in forward order), each layer's share of ``phase`` leaving as soon as its
+        backward is done: TensorFlow's executor sends each variable's gradient when it is computed,
+        so the last conv layers (most of the parameters) travel while the earlier layers' backward
+        still runs. Measured on the emulated cluster: the unstreamed sum over-predicted RALP's step
+        on every FC-heavy cell, by 14-26% on AlexNet and VGG-16 at 2 workers on links scaled to
+        V100 + 10 GbE and H100 + 400G (run 20261203T171937Z-30296c; streamed: 1-12%), and sync PS's
+        step on resnet_cifar by up to 24% (runs 20261204T232825Z-fc7d7e, 20261205T002747Z-c379c0;
+        streamed: -11% to +8%). One layer: the backward, then the whole transfer. ``transport_s``: the
+        CPU TensorFlow's transport spends sending it (``transport_seconds``), each layer's share
+        after its backward; ``own``: as for ``transfer``."""
+        stages, prev = [], tuple(after)
+        for i, (flops, params) in enumerate(reversed(layers)):
+            if flops <= 0 and params <= 0:
+                continue
+            b = self.compute(f"{prefix} {i}", backward_s * flops, prev, phase=prefix)
+            stages.append(b)
+            if transport_s:
+                b = self.overhead(f"{prefix} {i} transport", transport_s * flops, (b.name,), "transport push cpu")
+                stages.append(b)
+            if params > 0:
+                stages.append(self.transfer(phase, (b.name,), params, name=f"{phase.name} {i}", own=own))
+            prev = (b.name,)
+        return stages
+
+    def overhead(self, name: str, seconds: float, after: Sequence[str], phase: str) -> Stage:
+        """CPU seconds of TensorFlow's transport on the worker's host (``transport_seconds``): on
+        the step's path, left out of the bound (ralp/evaluator.py ``bound``)."""
+        return Stage(name, {WORKER_CPU: seconds}, tuple(after), phase=phase, overhead=True)
+
 
 @dataclass
 class StepCost:
-    """One strategy's step before timing: transfers, and compute on the worker and the PS."""
+    """One strategy's step: what crosses the links (``phases``: the bytes, per worker and per PS
+    task), and the step itself as ordered, dependent ``stages`` (ralp/evaluator.py), which the
+    evaluator alone turns into time; the compute totals are the breakdown's."""
     phases: List[Phase]
+    stages: List[Stage]
     worker_fwd: float
     worker_bwd: float
     ps_compute: float = 0.0
     worker_codec: float = 0.0
     ps_codec: float = 0.0
     cut: Optional[str] = None
-    stages: Optional[Tuple[float, float]] = None   # sync PS's conv/FC overlap (see _staged_ps_step)
-    # Sync PS: the busiest worker host's CPU seconds in the transport during the pull and the push
-    # (``transport_seconds``); they compete with its compute (see _staged_ps_step).
-    transport: Tuple[float, float] = (0.0, 0.0)
-    mean_bytes: Optional[Tuple[float, float]] = None  # colocated PS: the mean host's (tx, rx)
-    notes: Dict = field(default_factory=dict)
-    # Pipelined micro-batches: m, and how much of the worker's and the PS's compute (already
-    # inside worker_fwd + worker_bwd and ps_compute) runs per micro-batch in the pipeline
-    # with the phases marked ``pipelined``; the rest runs once, after it.
+    mean_bytes: Optional[Tuple[float, float]] = None  # colocated PS: the mean host's (tx, rx); bytes reported
     micro_batches: int = 1
-    pipe_worker: float = 0.0
-    pipe_ps: float = 0.0
-    # RALP: the phase whose gradients stream out during the worker's backward, and the tower's
-    # layers in forward order as (share of the backward's FLOPs, share of the gradient bytes).
-    streamed: Optional[Tuple[str, Tuple[Tuple[float, float], ...]]] = None
-    # Split strategies: PS compute (inside ps_compute) that runs while the workers run their
-    # backward, so off the step's critical path up to that long (see head_beside_backward).
-    ps_beside_backward: float = 0.0
 
 
 def conv_fc_stages(s: Setting) -> Optional[Tuple[float, float]]:
@@ -247,3 +307,39 @@ def tower_layers(profile, cut: Optional[str]) -> Tuple[Tuple[float, float], ...]
     if flops <= 0 or params <= 0:
         return ((1.0, 1.0),)
     return tuple((f / flops, p / params) for f, p in layers)
+
+
+def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: float,
+                   transport: Tuple[float, float], timed_pull: Optional[Phase] = None,
+                   own: Tuple[Optional[Phase], Optional[Phase]] = (None, None)) -> List[Stage]:
+    """Sync PS's step (both layouts) as TensorFlow's executor runs it: every parameter read starts
+    with the step, as concurrent RPCs sharing the link, so the conv parameters (few and small
+    beside the FC matrices) arrive first and the conv forward runs while the FC weights are still
+    coming; in the backward every layer's gradients leave as its backward finishes (``streamed``);
+    the PS sums and updates once the last has arrived. ``transport``: the worker host's CPU
+    seconds in TensorFlow's transport during the pull and the push (``transport_seconds``), which
+    share its cores with the compute. ``timed_pull``: the pull as long as it lasts where more
+    than its own bytes hold its link (colocated: ``_pushed_during_pull``); ``own``: the priced
+    host's own (pull, push) bytes (colocated). Measured on the emulated cluster: the unstaged sum
+    was 25-35% above sync PS's step time on FC-heavy models."""
+    p_conv, f_conv = conv_fc_stages(s) or (1.0, 1.0)
+    fwd, bwd = s.train_full / 3, s.train_full * 2 / 3
+    pull_cpu, push_cpu = transport
+    timed = timed_pull or pull
+    stages = [s.transfer(timed, share=p_conv, name="pull conv parameters", own=own[0] or pull),
+              s.compute("forward conv", fwd * f_conv, ["pull conv parameters"], phase="forward"),
+              s.overhead("transport of the conv pull", pull_cpu * f_conv, ["forward conv"], "transport pull cpu")]
+    last_pull = "pull conv parameters"
+    if p_conv < 1.0:
+        stages.append(s.transfer(timed, ["pull conv parameters"], 1.0 - p_conv, "pull FC parameters",
+                                 own=own[0] or pull))
+        last_pull = "pull FC parameters"
+    stages += [s.compute("forward FC", fwd * (1.0 - f_conv), ["transport of the conv pull", last_pull],
+                         phase="forward"),
+               s.overhead("transport of the FC pull", pull_cpu * (1.0 - f_conv), ["forward FC"], "transport pull cpu")]
+    backward = s.streamed(bwd + codec, push, tower_layers(s.profile, None), ["transport of the FC pull"],
+                          transport_s=push_cpu, own=own[1])
+    stages += backward
+    stages.append(s.compute("PS sums and update", ps_work, [st.name for st in backward], on_ps=True,
+                            phase="ps compute"))
+    return stages

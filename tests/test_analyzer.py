@@ -38,7 +38,7 @@ def test_fc_heavy_models_split_at_the_first_fc_layer(model, batch, bandwidth):
             # The links' crossover without overlap: an unpipelined PS uses one direction of its
             # link at a time, so 8 x 124 MB through one PS link ~ ring all-reduce's 2*(7/8)*553 MB
             # each way (within 5%); the step times part where compute counts: RALP's tower
-            # gradients stream out during its backward (ralp/cost_model.py _streamed_push).
+            # gradients stream out during its backward (ralp/step_cost.py Setting.streamed).
             assert ralp.breakdown["ps_link_busy_s"] == pytest.approx(ring.breakdown["worker_link_busy_s"], rel=0.05)
             assert ralp.step_time_s <= ring.step_time_s * 1.01
         if ralp.step_time_s > ring.step_time_s * (1 - MIN_SPLIT_GAIN):  # near the crossover: no clear gain

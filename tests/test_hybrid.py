@@ -311,7 +311,7 @@ def test_the_hybrid_is_priced_with_its_codec_on_the_ring_and_the_activations():
 
 def test_bucketed_rings_are_priced_under_the_backward():
     """One bucket: the ring after the whole backward (the fused step). Buckets: each ring leaves
-    as the backward passes its layers (ralp/cost_model.py ``_streamed_push``), so the step is
+    as the backward passes its layers (ralp/step_cost.py ``Setting.streamed``), so the step is
     shorter, by at most the ring's own time, and never below the backward alone."""
     from bench.driver.planning import model_profile
     from ralp.cost_model import predict
@@ -322,8 +322,9 @@ def test_bucketed_rings_are_priced_under_the_backward():
     step = {mb: predict(profile, "ralp-hybrid", workers=4, batch_size=32, hardware=hw, hybrid_bucket_mb=mb)
             for mb in (0, 1e6, 1, 0.25)}
     assert step[0].step_time_s == step[1e6].step_time_s  # one bucket either way
-    assert "backward_and_push_s" not in step[0].breakdown
     ring = step[0].breakdown["ring_all-reduce_tower_gradients_s"]
+    fused = step[0].breakdown  # nothing under the backward: the backward, then the whole ring
+    assert fused["backward_and_push_s"] == pytest.approx(fused["worker_backward_s"] + ring, rel=1e-12)
     for mb in (1, 0.25):
         assert step[0].step_time_s - ring <= step[mb].step_time_s < step[0].step_time_s
         assert step[mb].breakdown["backward_and_push_s"] >= step[mb].breakdown["worker_backward_s"]
