@@ -238,6 +238,30 @@ def test_a_stored_row_without_a_bound_is_priced_again_only_when_its_calibration_
     assert frame["bound_step_time_s"].isna().tolist()[:2] == [True, True]  # the rows themselves are not changed
 
 
+def test_a_row_says_what_priced_it_and_is_priced_again_from_that_after_the_cache_moved_on(tmp_path, monkeypatch):
+    """``priced_with`` keeps the Hardware (and the model's measured step) a row was priced with:
+    re-priced from it, the row's own prediction comes back exactly, on any machine, after the
+    cache was measured again; a row without it is priced from today's cache (here: 2x faster)."""
+    from bench.driver.harness import _predicted
+
+    _cache_hardware(tmp_path, monkeypatch, 0.5)
+    cfg = RunConfig(model="lenet_mnist", strategy="ralp", workers=2, batch_size=8, bandwidth="1e8",
+                    cpus_per_host=0.5, calibration="hardware")
+    columns = _predicted(cfg, "ralp", "flatten")
+    inputs = json.loads(columns["priced_with"])
+    assert inputs["timing"] is None and inputs["hardware"]["worker_conv_flops"] == 3e10
+    row = _stored_row(cfg, columns["predicted_step_time_s"], priced_with=columns["priced_with"],
+                      hostname="some-other-host")
+    calibration._store(calibration.hardware_key(0.5), {  # the cache measured again: a faster machine
+        "worker_conv_flops": 6e10, "worker_dense_flops": 4e10, "pass_s": 1e-9,
+        "measured_at": "2026-12-02T00:00:00", "steal": 0.0})
+    assert planning.reprice(row).step_time_s == pytest.approx(columns["predicted_step_time_s"], rel=1e-12)
+    today = planning.reprice(dict(_stored_row(cfg, columns["predicted_step_time_s"]), priced_with=None))
+    assert today.step_time_s < columns["predicted_step_time_s"]
+    assert planning.reprice(dict(row, status="failed")) is None
+    assert planning.reprice(dict(row, priced_with=None)) is None  # another host's row, priced from nothing known
+
+
 def test_stored_rows_without_the_column_load_and_report_a_dash():
     """Run 20261204T115426Z-30fb48 predates the column: its rows load with it empty and the report
     shows — for every cell it cannot price again (here: rows said to come from another machine)."""

@@ -18,7 +18,7 @@ from bench.core.horovod_settings import settings_label
 from bench.core.roles import RankLayout
 from bench.core.stats import interleaved
 from bench.core.strategy_specs import spec_of
-from bench.driver.planning import bound, check_head_shards, check_hierarchical, predict, resolve
+from bench.driver.planning import bound, check_head_shards, check_hierarchical, predict, priced_with, resolve
 from bench.launch.base import Launcher, run_mpirun
 from bench.launch.cpu_steal import cpu_times, steal_share
 from bench.rank.result import RankResult, ResultReceiver
@@ -112,7 +112,7 @@ def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
         p = None
     if p is None:
         return {}
-    return {"predicted_step_time_s": p.step_time_s, "bound_step_time_s": least,
+    return {"predicted_step_time_s": p.step_time_s, "bound_step_time_s": least, "priced_with": priced_with(cfg),
             # per worker host, as measured: k workers of a host share its NIC (k = 1: per worker)
             "bytes_worker_predicted": p.host_tx_bytes + p.host_rx_bytes,
             "bytes_ps_predicted": ((p.ps_tx_bytes + p.ps_rx_bytes)

@@ -8,9 +8,10 @@ Without --hardware the analyzer uses this machine's calibrated throughput
 ``--compression auto`` lets the analyzer pick the codec too (for the given
 strategy, or together with the strategy under ``--strategy auto``).
 """
+import json
 import math
 import platform
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Optional
 
@@ -26,6 +27,7 @@ from bench.models.sources import format_shape, model_digest
 from bench.store.environment import horovod_nccl_code
 from ralp.analyzer import analyze
 from ralp.cost_model import STRATEGIES, ModelTiming, predict as cost_predict
+from ralp.hardware import Hardware
 from ralp.head_chain import head_chain
 from ralp.profile import profile_built
 from ralp.strategy_costs import PIPELINED, SHARDED_HEAD
@@ -177,22 +179,45 @@ def _ralp_cut(plan, profile):
     return cut or profile.first_dense_cut()
 
 
-def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = False):
+def priced_with(cfg: RunConfig) -> str:
+    """What prices ``cfg`` (the row's ``priced_with``): its Hardware and the model's measured step
+    (``timing_for``, None without one), as JSON. Why rows keep it: a calibration is measured
+    again as its cache ages and the machine's speed drifts (two runs a day apart re-priced with
+    one day's cache fell from 58 to 40 of 60 cells within +-20%), so a stored row is priced
+    again from what priced it, not from what the cache holds today (``reprice``)."""
+    timing = timing_for(cfg)
+    return json.dumps({"hardware": asdict(hardware_for(cfg)), "timing": asdict(timing) if timing else None},
+                      sort_keys=True)
+
+
+def _inputs(cfg: RunConfig, stored: Optional[str]):
+    """(Hardware, ModelTiming or None): from a row's ``priced_with`` when given, else measured or cached now."""
+    if stored:
+        inputs = json.loads(stored)
+        timing = inputs.get("timing")
+        return Hardware(**inputs["hardware"]), ModelTiming(**timing) if timing else None
+    return hardware_for(cfg), timing_for(cfg)
+
+
+def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = False,
+            stored: Optional[str] = None):
     """The cost model's figures for exactly what ran (None for ps-async: no model of it);
-    ``overlap``: its bound instead (``bound``)."""
+    ``overlap``: its bound instead (``bound``); ``stored``: a row's ``priced_with`` to price it
+    with (else this machine's calibration)."""
     spec = spec_of(strategy)
     if spec.priced_as is None:
         return None
     workers = 1 if spec.one_batch_per_step else cfg.workers
+    hardware, timing = _inputs(cfg, stored)
     return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
-                        hardware=hardware_for(cfg), ps=cfg.ps, cut=cut, timing=timing_for(cfg),
+                        hardware=hardware, ps=cfg.ps, cut=cut, timing=timing,
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement,
                         hybrid_bucket_mb=cfg.hybrid_bucket_mb, hierarchical=cfg.horovod_hierarchical,
                         micro_batches=cfg.micro_batches if spec.priced_as in PIPELINED else 1, overlap=overlap,
                         workers_per_host=1 if spec.one_batch_per_step else cfg.workers_per_host)
 
 
-def bound(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Optional[float]:
+def bound(cfg: RunConfig, strategy: str, cut: Optional[str], stored: Optional[str] = None) -> Optional[float]:
     """The least step time this plan allows on its hardware (None where ``predict`` has no model).
 
     Why: a measured step says how fast a plan ran, not how close it came to what the machines
@@ -203,7 +228,7 @@ def bound(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Optional[float]:
     host), each link direction's bytes at line rate plus one latency. It leaves out what orders
     the work (the tower waiting for the head, the pull for the update), TensorFlow's transport CPU
     and start-up: the slack a better implementation of the same plan could remove."""
-    p = predict(cfg, strategy, cut, overlap=True)
+    p = predict(cfg, strategy, cut, overlap=True, stored=stored)
     return None if p is None else p.step_time_s
 
 
@@ -218,6 +243,33 @@ def bound_of(profile, prediction, hardware, compression=None, timing=None):
                         cut=prediction.cut, compression=_codec_or_none(compression), timing=timing,
                         ps_placement=layout, micro_batches=prediction.micro_batches, overlap=True,
                         **({"workers_per_host": per_host} if per_host else {}))
+
+
+def reprice(row):
+    """A stored row's plan priced again by this checkout's cost model (a Prediction; None where
+    the row cannot say what ran, or its plan has no model): from what priced it (``priced_with``)
+    where the row says, else, on the machine that priced it, from its calibration cache today
+    (measuring nothing; rows older than ``priced_with``), as the row's configuration and links
+    describe the run."""
+    from bench.store.results import is_missing  # lazy: pandas loads only where rows are read or written
+
+    if row.get("status") != "ok" or is_missing(row.get("predicted_step_time_s")):
+        return None
+    plan = row.get("plan") if row.get("strategy") == "auto" and not is_missing(row.get("plan")) else row["strategy"]
+    strategy, _, codec = str(plan).partition("+")
+    cut = None if is_missing(row.get("cut_layer")) else row["cut_layer"]
+    stored = None if is_missing(row.get("priced_with")) else row["priced_with"]
+    if stored is None and row.get("hostname") != platform.node():
+        return None  # another machine's row, and this machine's cache is not what priced it
+    for calibration in CALIBRATIONS:
+        cfg = _stored_config(row, strategy, codec, calibration)
+        if cfg is None or not (stored or _calibrated(cfg)):
+            continue
+        try:
+            return predict(cfg, strategy, cut, stored=stored)
+        except UserError:  # the cost model no longer prices this row's plan
+            return None
+    return None
 
 
 def stored_bound(row) -> Optional[float]:

@@ -47,6 +47,10 @@ FIELD_TYPES = {
     # the cluster host whose CPUs priced compute (bench/driver/calibration.py run_on: hosts/Slurm); empty: the
     # driver's machine under cpus_per_host, or a hardware preset; added in schema v1, older rows read it as empty
     "calibrated_on": _STR,
+    # what priced the row (bench/driver/planning.py priced_with): the Hardware and the model's measured step, as
+    # JSON, so the row can be priced again exactly after the calibration cache moved on; added in schema v1 at
+    # issue 36 (before it, re-pricing had to trust today's cache), older rows read it as empty
+    "priced_with": _STR,
     "accuracy": _FLOAT, "target_accuracy": _FLOAT, "steps_to_accuracy": _INT,
     "time_to_accuracy_s": _FLOAT, "final_loss": _FLOAT,
     "horovod_settings": _STR, "cpu_steal": _FLOAT, "tcp_retransmit_max": _FLOAT, "tcp_timeouts": _INT, "step_times_s": _STR,
