@@ -246,8 +246,9 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     if timing is not None and timing.batch_size == batch_size:
         train_full = timing.full_s
     setting = Setting(profile, workers, batch_size, ps, comp, hardware, train_full, timing,
-                      cut if strategy in SPLIT_STRATEGIES else None, ps_placement, micro_batches, k,
-                      hybrid_bucket_mb, hierarchical and strategy == "horovod")
+                      cut if strategy in SPLIT_STRATEGIES else None,
+                      ps_placement if strategy == "ps" else "dedicated",  # only sync PS has a PS layout
+                      micro_batches, k, hybrid_bucket_mb, hierarchical and strategy == "horovod")
     cost = COST_FUNCTIONS[strategy](setting)
     prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap, k)
     prediction.micro_batches = cost.micro_batches

@@ -85,3 +85,20 @@ def test_a_malformed_step_is_refused_naming_the_stage():
         evaluate([Stage("a", {}), Stage("a", {})])
     with pytest.raises(ValueError, match="unknown resources \\['gpu'\\]"):
         evaluate([Stage("a", {"gpu": 1.0})])
+
+
+def test_only_sync_ps_has_a_ps_layout():
+    """A run's --ps-placement colocated (the headline sweep's auto rows ask it) lays out sync PS
+    only: the split strategies keep their head on the PS host's CPU, Horovod has no PS."""
+    from bench.driver.planning import model_profile
+    from ralp.cost_model import predict
+    from ralp.hardware import load_hardware
+
+    profile, hw = model_profile("alexnet_cifar"), load_hardware("v100-10gbe", bandwidth="1gbit")
+    for strategy in ("horovod", "ralp", "ralp-hybrid"):
+        dedicated, colocated = (predict(profile, strategy, workers=2, batch_size=32, hardware=hw, ps_placement=pl)
+                                for pl in ("dedicated", "colocated"))
+        assert colocated.step_time_s == dedicated.step_time_s and colocated.breakdown == dedicated.breakdown, strategy
+    dedicated, colocated = (predict(profile, "ps", workers=2, batch_size=32, hardware=hw, ps_placement=pl)
+                            for pl in ("dedicated", "colocated"))
+    assert colocated.step_time_s != dedicated.step_time_s

@@ -35,6 +35,8 @@ def test_shipped_sweeps_expand_to_their_grids():
     assert all(p.config.steps >= 6 and p.config.target_ci == 0.05 and p.config.time_cap for p in scaled.points)
     main = load_sweep(str(ROOT / "sweeps" / "main.toml"))
     assert len(main.points) == 10 and {p.config.workers for p in main.points} == {2}
+    pipelined = load_sweep(str(ROOT / "sweeps" / "bound-pipelined.toml"))
+    assert len(pipelined.points) == 6 and {p.config.micro_batches for p in pipelined.points} == {1, 2, 4}
 
 
 @pytest.mark.parametrize("text, message", [
