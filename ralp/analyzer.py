@@ -28,13 +28,16 @@ what a run needs: its one launch has exactly those PS tasks (bench/driver/planni
 split its batch as it likes. Of the hybrid's (S, m) variants only the plain one (the fewest
 PS tasks, no pipelining) and those ``MIN_VARIANT_GAIN`` faster than it qualify; of those within
 that margin of the fastest, the analyzer takes the fewest PS tasks, then the fewest
-micro-batches (see the constant). ``Plan`` records the S, m and layout it chose.
+micro-batches (see the constant). ``Plan`` records the S, m and layout it chose. Horovod on
+hosts of several GPUs: with ``hierarchical=None`` (``ralp-bench analyze``) the analyzer prices
+its hierarchical all-reduce beside the flat ring and takes it when ``MIN_VARIANT_GAIN`` faster
+(``hierarchical_applies`` says where it differs); a run's plan prices what the run will do.
 """
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 from ralp.cost_model import (PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS,
-                             CODECS_OF, Prediction, parse_compression, predict)
+                             CODECS_OF, Prediction, parse_compression, predict, workers_on_each_host)
 from ralp.errors import UserError
 from ralp.hardware import Hardware, load_hardware
 from ralp.head_chain import head_chain
@@ -77,6 +80,7 @@ class Plan:
     ps_placement: Optional[str] = "dedicated"  # sync PS's layout (None: no PS)
     hybrid_variants: Dict[Tuple[int, int], Prediction] = field(default_factory=dict)  # (S, m) -> best cut
     ps_layouts: Dict[str, Prediction] = field(default_factory=dict)  # sync PS per layout tried
+    horovod_variants: Dict[str, Prediction] = field(default_factory=dict)  # "flat" / "hierarchical", where searched
 
     @property
     def split(self) -> bool:
@@ -145,15 +149,18 @@ def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, har
             strategies: Sequence[str] = STRATEGIES, compression: Union[None, str, Sequence[str]] = None,
             overlap: bool = False, all_cuts: bool = False, timing=None, ps_placement: str = "dedicated",
             search_layouts: bool = False, micro_batches: Optional[int] = None,
-            workers_per_host: Optional[int] = None) -> Plan:
+            workers_per_host: Optional[int] = None, hierarchical: Optional[bool] = False) -> Plan:
     """Predict each strategy and pick the fastest; see module docstring for the split, codec,
     layout and micro-batch rules. ``workers_per_host``: workers sharing a host's NIC (None: the
-    hardware's ``gpus_per_host``; ralp/cost_model.py ``workers_on_each_host``)."""
+    hardware's ``gpus_per_host``; ralp/cost_model.py ``workers_on_each_host``). ``hierarchical``:
+    Horovod's all-reduce as a run will do it (False: one flat ring; True: hierarchical), or None:
+    both where hierarchical applies (``hierarchical_applies``), the hierarchical one taken when it
+    is ``MIN_VARIANT_GAIN`` faster, and the reason says which and how to ask a run for it."""
     if ps_placement not in PS_PLACEMENTS:
         raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
     search = _Search(_validate(batch_size, workers, ps, strategies, micro_batches),
                      PS_PLACEMENTS if search_layouts else (ps_placement,),
-                     range(1, ps + 1) if search_layouts else (ps,), ps_placement)
+                     range(1, ps + 1) if search_layouts else (ps,), ps_placement, hierarchical)
     profile = model_or_profile if isinstance(model_or_profile, ModelProfile) else profile_model(model_or_profile)
     if not isinstance(hardware, Hardware):
         hardware = load_hardware(hardware)
@@ -186,6 +193,17 @@ class _Search:
     placements: Sequence[str]      # sync PS layouts
     shards: Sequence[int]          # S for the hybrid's head
     preferred: str = "dedicated"   # the layout a tie goes to
+    hierarchical: Optional[bool] = False  # Horovod's all-reduce: flat, hierarchical, or None: both (``analyze``)
+
+
+def hierarchical_applies(hardware: Hardware, workers: int, workers_per_host: Optional[int], compression) -> bool:
+    """Where Horovod's hierarchical all-reduce is a different plan from one flat ring: several
+    workers per host whose devices have a link of their own (NVLink, PCIe peer: NCCL's in-host
+    steps; CPU hosts have none, and Horovod's Gloo ignores the setting), and gradients a ring can
+    sum (int8 and top-k are all-gathered either way)."""
+    if not hardware.intra_host_bandwidth or parse_compression(compression)[0] in ("int8", "topk"):
+        return False
+    return workers_on_each_host(workers, hardware, workers_per_host) > 1
 
 
 def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compression, overlap, all_cuts,
@@ -196,13 +214,7 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
     if compression is not None:  # strategies not priced (nor implemented) with this codec sit it out
         kind = parse_compression(compression)[0]
         strategies = [s for s in strategies if kind in CODECS_OF.get(s, (kind,))]
-    predictions, ps_layouts = {}, {}
-    for s in (s for s in strategies if s not in SPLIT_STRATEGIES):
-        layouts = {pl: predict(profile, s, ps=ps, ps_placement=pl, **common)
-                   for pl in (search.placements if s == "ps" else search.placements[:1])}
-        predictions[s] = min(layouts.values(), key=lambda p: (p.step_time_s, p.ps_placement != search.preferred))
-        if s == "ps":
-            ps_layouts = layouts
+    predictions, ps_layouts, horovod_variants = _unsplit(profile, strategies, ps, common, search)
     split_possible = profile.first_dense_cut() is not None
     cuts = candidate_cuts(profile, all_cuts)
     best_splits, by_cut, variants = [], {}, {}
@@ -234,13 +246,36 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                         "add 'ps' or 'horovod' to the strategies")
     requested = any(s in strategies for s in SPLIT_STRATEGIES)
     reason = _reason(profile, chosen, predictions, best_split, split_possible, requested)
-    reason += _variant_reason(predictions, variants, ps_layouts)
+    reason += _variant_reason(predictions, variants, ps_layouts) + _horovod_reason(horovod_variants, search)
     if cuts and not variants and any(s in strategies for s in SHARDED_HEAD):
         reason += f" The hybrid is not a candidate with {ps} PS tasks: {head_chain(profile, cuts[0])[1]}."
     return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy in SPLIT_STRATEGIES else None,
                 predictions=predictions, reason=reason, ralp_by_cut=by_cut.get(("ralp", ps, 1), {}),
                 split_possible=split_possible, compression=compression, micro_batches=chosen.micro_batches,
-                ps=chosen.ps, ps_placement=chosen.ps_placement, hybrid_variants=variants, ps_layouts=ps_layouts)
+                ps=chosen.ps, ps_placement=chosen.ps_placement, hybrid_variants=variants, ps_layouts=ps_layouts,
+                horovod_variants=horovod_variants)
+
+
+def _unsplit(profile, strategies, ps, common, search: _Search):
+    """The strategies that do not split, each in its best layout: sync PS in each placement
+    searched, Horovod flat or hierarchical (``search.hierarchical``). Returns (predictions, sync
+    PS per layout, Horovod per all-reduce where both were priced)."""
+    predictions, ps_layouts, horovod_variants = {}, {}, {}
+    for s in (s for s in strategies if s not in SPLIT_STRATEGIES):
+        layouts = {pl: predict(profile, s, ps=ps, ps_placement=pl, **common)
+                   for pl in (search.placements if s == "ps" else search.placements[:1])}
+        predictions[s] = min(layouts.values(), key=lambda p: (p.step_time_s, p.ps_placement != search.preferred))
+        if s == "ps":
+            ps_layouts = layouts
+        if s == "horovod" and search.hierarchical is not False and hierarchical_applies(
+                common["hardware"], common["workers"], common["workers_per_host"], common["compression"]):
+            horovod_variants = {"flat": predictions[s], "hierarchical": predict(profile, s, hierarchical=True, **common)}
+            hier = horovod_variants["hierarchical"]
+            if search.hierarchical or hier.step_time_s < predictions[s].step_time_s * (1 - MIN_VARIANT_GAIN):
+                predictions[s] = hier
+        elif s == "horovod" and search.hierarchical:
+            predictions[s] = predict(profile, s, hierarchical=True, **common)  # the run asks for it
+    return predictions, ps_layouts, horovod_variants
 
 
 def _pick_variant(variants: Dict[Tuple[int, int], Prediction]) -> Prediction:
@@ -259,6 +294,8 @@ def describe(p: Prediction) -> str:
     label = STRATEGY_LABELS[p.strategy]
     if p.strategy == "ps" and p.ps_placement == "colocated":
         return f"{label}, colocated"
+    if p.hierarchical:
+        return f"{label}, hierarchical"
     if p.strategy in SHARDED_HEAD and (p.ps > 1 or p.micro_batches > 1):
         return f"{label} ({_variant(p)})"
     return label
@@ -267,6 +304,18 @@ def describe(p: Prediction) -> str:
 def _variant(p: Prediction) -> str:
     head = f"head over {p.ps} PS" if p.ps > 1 else "head on 1 PS"
     return head + (f", {p.micro_batches} micro-batches" if p.micro_batches > 1 else ", unpipelined")
+
+
+def _horovod_reason(horovod_variants: Dict[str, Prediction], search: _Search) -> str:
+    """Horovod's two all-reduces weighed (where searched), and how a run asks for the other one."""
+    if not horovod_variants:
+        return ""
+    flat, hier = horovod_variants["flat"], horovod_variants["hierarchical"]
+    line = (f" Horovod: hierarchical all-reduce {_seconds(hier.step_time_s)} vs one flat ring "
+            f"{_seconds(flat.step_time_s)}")
+    if hier.step_time_s < flat.step_time_s * (1 - MIN_VARIANT_GAIN):
+        return line + " (a run asks for it with --horovod-hierarchical --horovod-ops mpi; Horovod built with NCCL)."
+    return line + f" (not {MIN_VARIANT_GAIN:.0%} faster: the flat ring)."
 
 
 def _variant_reason(predictions, variants, ps_layouts) -> str:

@@ -223,6 +223,35 @@ def test_hierarchical_all_reduce_wins_where_several_gpus_share_a_slow_nic():
     assert predict(vgg, "ps", workers=16, batch_size=32, hardware=hw, hierarchical=True) == ps
 
 
+def test_the_analyzer_weighs_hierarchical_against_the_flat_ring_where_it_differs():
+    """``ralp-bench analyze`` (hierarchical=None) prices both and takes the hierarchical all-reduce
+    where it is 5% faster, saying how a run asks for it; a run's plan prices what the run does;
+    CPU hosts (no device link, Gloo ignores the setting), one GPU per host and int8 get no variant."""
+    from bench.models.sources import get_spec
+    from bench.driver.planning import bound_of, model_profile
+
+    vgg = model_profile(get_spec("vgg16"))
+    hw = load_hardware("v100x8-10g")
+    searched = analyze(vgg, batch_size=32, workers=16, hardware=hw, strategies=("ps", "horovod"), hierarchical=None)
+    hier = predict(vgg, "horovod", workers=16, batch_size=32, hardware=hw, hierarchical=True)
+    flat = predict(vgg, "horovod", workers=16, batch_size=32, hardware=hw)
+    assert searched.predictions["horovod"].step_time_s == hier.step_time_s and hier.hierarchical
+    assert set(searched.horovod_variants) == {"flat", "hierarchical"} and not flat.hierarchical
+    assert "Horovod: hierarchical all-reduce" in searched.reason and "--horovod-hierarchical" in searched.reason
+    assert "ring all-reduce (Horovod), hierarchical" in searched.reason
+    assert bound_of(vgg, hier, hw).step_time_s == predict(vgg, "horovod", workers=16, batch_size=32, hardware=hw,
+                                                          hierarchical=True, overlap=True).step_time_s
+    as_run = analyze(vgg, batch_size=32, workers=16, hardware=hw, strategies=("ps", "horovod"))
+    assert as_run.predictions["horovod"].step_time_s == flat.step_time_s and not as_run.horovod_variants
+    asked = analyze(vgg, batch_size=32, workers=16, hardware=hw, strategies=("ps", "horovod"), hierarchical=True)
+    assert asked.predictions["horovod"].step_time_s == hier.step_time_s
+    for hardware, kwargs in ((load_hardware("v100-10gbe"), {}), (hw, {"workers_per_host": 1}),
+                             (hw, {"compression": "int8"})):
+        plan = analyze(vgg, batch_size=32, workers=16, hardware=hardware, strategies=("ps", "horovod"),
+                       hierarchical=None, **kwargs)
+        assert not plan.horovod_variants and not plan.predictions["horovod"].hierarchical
+
+
 # ----------------------------------------------------------------------------- errors and defaults
 
 def test_workers_per_host_defaults_to_the_hardwares_and_must_fill_hosts():

@@ -95,7 +95,7 @@ def run(args) -> int:
     profile = model_profile(settled_spec(spec))  # a user's model is checked first (bench/models/build.py)
     settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
                     compression=compression, overlap=args.overlap, all_cuts=args.all_cuts, search_layouts=True,
-                    micro_batches=micro_batches)
+                    micro_batches=micro_batches, hierarchical=None)
     plan = analyze(profile, **settings)
     if args.plot:
         measured = measured_points(args.results, args.model, args.batch_size, hardware.worker_bandwidth)
@@ -177,9 +177,10 @@ def _prediction_of(spec, plan):
 
 
 def layout(p) -> str:
-    """Where a prediction's PS tasks sit and how its step is split: '-' without a PS."""
+    """Where a prediction's PS tasks sit and how its step is split: '-' without a PS (Horovod's
+    hierarchical all-reduce: 'hierarchical')."""
     if p.ps == 0:
-        return "-"
+        return "hierarchical" if getattr(p, "hierarchical", False) else "-"
     if p.ps_placement == "colocated":
         return f"colocated ({p.ps} PS)"
     return f"{p.ps} PS" + (f", {p.micro_batches} micro-batches" if p.micro_batches > 1 else "")

@@ -93,7 +93,7 @@ def plan_for(cfg: RunConfig) -> RunPlan:
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
                    ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches,
-                   workers_per_host=cfg.workers_per_host)
+                   workers_per_host=cfg.workers_per_host, hierarchical=cfg.horovod_hierarchical)
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
                    dict(plan.predictions))
@@ -242,6 +242,7 @@ def bound_of(profile, prediction, hardware, compression=None, timing=None):
                         hardware=hardware, ps=1 if layout == "colocated" else max(1, prediction.ps),
                         cut=prediction.cut, compression=_codec_or_none(compression), timing=timing,
                         ps_placement=layout, micro_batches=prediction.micro_batches, overlap=True,
+                        hierarchical=getattr(prediction, "hierarchical", False),
                         **({"workers_per_host": per_host} if per_host else {}))
 
 
