@@ -558,3 +558,14 @@ f/horovod/W8/timed 0.518249582295 0.505301804375 0.01294777792 39586806 39586806
 f/ralp/W8/timed 0.4430041616331 0.5036058684615 0.0136617216 4244288 4244288 33954304 33954304 worker-compute
 f/ralp-hybrid/W8/timed 0.4382861299333 0.5026892819231 0.0040809216 7034288 7034288 4194304 4194304 worker-compute
 """.strip().splitlines())
+
+
+def test_the_readmes_hierarchical_analyze_command_says_which_all_reduce_to_ask_for():
+    """README (On a real cluster): `ralp-bench analyze --model vgg16 --workers 16 --hardware v100x8-10g`."""
+    from tests.conftest import ralp_bench
+
+    proc = ralp_bench("analyze", "--model", "vgg16", "--workers", "16", "--hardware", "v100x8-10g", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = " ".join(proc.stdout.split())
+    assert "Horovod: hierarchical all-reduce 0.849 s vs one flat ring 1.22 s" in text
+    assert "--horovod-hierarchical" in text and "Horovod (ring) │ hierarchical" in text
