@@ -257,7 +257,8 @@ def test_rules_left_by_a_killed_driver_go_with_the_next_run(cluster):
         wait_for(lambda: tables(cluster) == ["h0", "h1", "h2"], what="the rules")
     finally:
         os.killpg(killed.pid, signal.SIGKILL)
-        killed.communicate()
+        # its output ends once mpirun, told by the kernel that its driver died, has ended the ranks
+        killed.communicate(timeout=120)
     assert tables(cluster) == ["h0", "h1", "h2"]  # nobody was left to remove them...
     wait_for(lambda: not our_processes((b"bench.run",)), timeout=120,
              what="the killed run's ranks to end")

@@ -10,6 +10,7 @@ import pytest
 
 from bench.launch import processes
 from bench.launch.base import BASE_ENV, _stop_launch, mpirun_path
+from tests.conftest import ROOT
 
 # A leader that starts a child the way Open MPI starts a rank (its own process group, same
 # session); both ignore SIGTERM, as a rank busy in C code or in MPI_Finalize may, in effect.
@@ -32,17 +33,52 @@ def _alive(pid):
         return False
 
 
-def test_mpirun_starts_each_rank_in_its_own_process_group_but_in_its_session():
-    """The premise: signalling mpirun's process group does not reach its ranks."""
-    code = "import os; print(os.getpgid(0), os.getsid(0), os.getppid(), flush=True)"
-    proc = subprocess.run([mpirun_path(), "-np", "2", "--oversubscribe", sys.executable, "-c", code],
+def test_mpirun_starts_each_rank_in_its_own_process_group_but_in_its_session(tmp_path):
+    """The premise: signalling mpirun's process group does not reach its ranks. Each rank writes
+    its own file: mpirun forwards the ranks' output in chunks, and two ranks' lines can meet."""
+    code = ("import os; open(os.path.join(os.environ['OUT'], os.environ['OMPI_COMM_WORLD_RANK']), 'w')"
+            ".write(f'{os.getpgid(0)} {os.getsid(0)} {os.getppid()}')")
+    proc = subprocess.run([mpirun_path(), "-np", "2", "--oversubscribe", "-x", "OUT", sys.executable, "-c", code],
                           capture_output=True, text=True, timeout=120, start_new_session=True,
-                          env={**os.environ, **BASE_ENV})
+                          env={**os.environ, **BASE_ENV, "OUT": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    ranks = [tuple(map(int, line.split())) for line in proc.stdout.split("\n") if line.strip()]
-    assert len(ranks) == 2
+    ranks = [tuple(map(int, (tmp_path / str(r)).read_text().split())) for r in range(2)]
     for pgid, sid, mpirun in ranks:
         assert sid == mpirun and pgid != mpirun
+
+
+# A driver that starts a launch as the launchers do (processes.popen) and then waits.
+_DRIVER = """
+import sys, time
+from bench.launch import processes
+print(processes.popen(sys.argv[1:]).pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_launch_ends_with_its_driver_even_when_the_driver_is_killed(tmp_path):
+    """kill -9 of the driver: mpirun, in a session of its own, gets SIGTERM from the kernel
+    (PR_SET_PDEATHSIG) and ends its ranks; with a plain session of its own it trained on."""
+    code = ("import os, time; open(os.path.join(os.environ['OUT'], os.environ['OMPI_COMM_WORLD_RANK']), 'w')"
+            ".write(str(os.getpid())); time.sleep(600)")
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, mpirun_path(), "-np", "2", "--oversubscribe",
+                               "-x", "OUT", sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True, cwd=ROOT, env={**os.environ, **BASE_ENV, "OUT": str(tmp_path)})
+    mpirun = int(driver.stdout.readline())
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / str(r)).is_file() and (tmp_path / str(r)).read_text() for r in range(2)):
+        assert time.monotonic() < deadline and driver.poll() is None, "the ranks never started"
+        time.sleep(0.2)
+    ranks = [int((tmp_path / str(r)).read_text()) for r in range(2)]
+    assert os.getsid(mpirun) == mpirun != os.getsid(driver.pid)
+    driver.kill()
+    driver.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in [mpirun, *ranks]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [pid for pid in [mpirun, *ranks] if _alive(pid)]
+    processes.stop(lambda: left and processes.session_members(mpirun))
+    assert not left, "mpirun or its ranks outlived their killed driver"
 
 
 def test_stopping_a_launch_stops_children_outside_its_process_group():

@@ -199,8 +199,7 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, layout: RankLayout,
 def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
     env = {**os.environ, **BASE_ENV, **spec.env}
     world = layout.world
-    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True, bufsize=1)
+    proc = processes.popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
     lines: deque = deque(maxlen=400)
     phases: Dict[int, str] = {}
     reader = threading.Thread(target=_pump, args=(proc, lines, phases, on_progress, echo, log, result),

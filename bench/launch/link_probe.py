@@ -70,13 +70,13 @@ def _timed_transfer(cluster, pairs, total_bytes) -> float:
     try:
         for r in receivers:
             n = sum(1 for _, rr in pairs if rr == r)
-            servers[r] = subprocess.Popen(cluster.exec_argv(r, _probe_argv("serve", PORT, n, total_bytes)),
-                                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+            servers[r] = processes.popen(cluster.exec_argv(r, _probe_argv("serve", PORT, n, total_bytes)),
+                                         stdout=subprocess.PIPE, text=True)
             first = servers[r].stdout.readline().strip()
             if first != "ready":
                 raise RuntimeError(f"the link probe did not start on host {r}: {first or 'no output'}")
-        senders = [subprocess.Popen(cluster.exec_argv(s, _probe_argv("send", cluster.hosts[r].ip, PORT, total_bytes)),
-                                    start_new_session=True) for s, r in pairs]
+        senders = [processes.popen(cluster.exec_argv(s, _probe_argv("send", cluster.hosts[r].ip, PORT, total_bytes)))
+                   for s, r in pairs]
         for p in senders:
             p.wait(timeout=600)
         seconds = max(json.loads(servers[r].communicate(timeout=60)[0].splitlines()[-1])["seconds"]

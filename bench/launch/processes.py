@@ -6,12 +6,40 @@ signalling mpirun's group reaches mpirun alone. mpirun forwards a SIGTERM to its
 when it is slow to (a loaded 2-core machine, ranks still importing TensorFlow) and is then
 SIGKILLed, the ranks are orphaned and run on. Every process mpirun starts keeps its session
 id, so the session names them all, orphans included (CI, 2026-12-05: an interrupted sweep
-left mpirun and both ranks of its second point running)."""
+left mpirun and both ranks of its second point running).
+
+A session of its own also means a launch outlives a driver killed outright (``kill -9``): no
+signal the driver could catch, no process group it shares. So every launch is started by
+``popen``, which asks the kernel to send it SIGTERM when the driver dies (PR_SET_PDEATHSIG);
+mpirun passes that on to its ranks and remote daemons (fresh-clone suite, 2026-12-06: a hosts
+run's mpirun and ranks trained on for minutes after its driver was SIGKILLed)."""
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from typing import Callable, Iterable, List
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def popen(argv, **popen_kwargs) -> subprocess.Popen:
+    """``subprocess.Popen`` for a command that starts others (mpirun and its ranks, a probe's
+    programs): in a session of its own (``stop`` finds them all by it), and sent SIGTERM by the
+    kernel when this process dies, however it dies. The signal is set in the child before it
+    runs the command, which keeps it through exec (``sh -c ... exec nsenter ... exec mpirun``
+    is one process); a driver already gone by then ends the child at once."""
+    parent = os.getpid()
+
+    def end_with_parent():
+        if _LIBC is not None:
+            _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=end_with_parent, **popen_kwargs)
 
 
 def session_members(sid: int) -> List[int]:
@@ -52,13 +80,12 @@ def stop(find: Callable[[], Iterable[int]], grace_s: float = 3.0, kill_wait_s: f
     return pids
 
 
-def run(argv, timeout: float, **popen) -> subprocess.CompletedProcess:
+def run(argv, timeout: float, **popen_kwargs) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, capture_output=True, text=True, timeout=...)`` for a command that
     starts others (mpirun and its ranks or its ssh clients): in a session of its own, and on a
     timeout or an interrupt the whole session is stopped, not the command alone (which is what
     subprocess.run kills, orphaning the rest)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **popen)
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kwargs)
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
