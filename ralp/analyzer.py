@@ -246,7 +246,7 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                         "add 'ps' or 'horovod' to the strategies")
     requested = any(s in strategies for s in SPLIT_STRATEGIES)
     reason = _reason(profile, chosen, predictions, best_split, split_possible, requested)
-    reason += _variant_reason(predictions, variants, ps_layouts) + _horovod_reason(horovod_variants, search)
+    reason += _variant_reason(predictions, variants, ps_layouts) + _horovod_reason(horovod_variants)
     if cuts and not variants and any(s in strategies for s in SHARDED_HEAD):
         reason += f" The hybrid is not a candidate with {ps} PS tasks: {head_chain(profile, cuts[0])[1]}."
     return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy in SPLIT_STRATEGIES else None,
@@ -267,14 +267,13 @@ def _unsplit(profile, strategies, ps, common, search: _Search):
         predictions[s] = min(layouts.values(), key=lambda p: (p.step_time_s, p.ps_placement != search.preferred))
         if s == "ps":
             ps_layouts = layouts
-        if s == "horovod" and search.hierarchical is not False and hierarchical_applies(
-                common["hardware"], common["workers"], common["workers_per_host"], common["compression"]):
-            horovod_variants = {"flat": predictions[s], "hierarchical": predict(profile, s, hierarchical=True, **common)}
-            hier = horovod_variants["hierarchical"]
+        applies = s == "horovod" and search.hierarchical is not False and hierarchical_applies(
+            common["hardware"], common["workers"], common["workers_per_host"], common["compression"])
+        if applies or (s == "horovod" and search.hierarchical):  # searched, or asked for by the run
+            hier = predict(profile, s, hierarchical=True, **common)
+            horovod_variants = {"flat": predictions[s], "hierarchical": hier} if applies else {}
             if search.hierarchical or hier.step_time_s < predictions[s].step_time_s * (1 - MIN_VARIANT_GAIN):
                 predictions[s] = hier
-        elif s == "horovod" and search.hierarchical:
-            predictions[s] = predict(profile, s, hierarchical=True, **common)  # the run asks for it
     return predictions, ps_layouts, horovod_variants
 
 
@@ -306,7 +305,7 @@ def _variant(p: Prediction) -> str:
     return head + (f", {p.micro_batches} micro-batches" if p.micro_batches > 1 else ", unpipelined")
 
 
-def _horovod_reason(horovod_variants: Dict[str, Prediction], search: _Search) -> str:
+def _horovod_reason(horovod_variants: Dict[str, Prediction]) -> str:
     """Horovod's two all-reduces weighed (where searched), and how a run asks for the other one."""
     if not horovod_variants:
         return ""

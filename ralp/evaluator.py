@@ -64,13 +64,12 @@ class Stage:
 
 @dataclass
 class Schedule:
-    """When each stage ran, the step's length, each resource's busy seconds, and the critical
-    path: the chain of stages, last to first, each of which started when the one before it
-    ended (as its input or as the holder of its resource)."""
+    """When each stage ran, the step's length, and the critical path: the chain of stages, last
+    to first, each of which started when the one before it ended (as its input or as the holder
+    of its resource)."""
     start: Dict[str, float]
     end: Dict[str, float]
     step_s: float
-    busy: Dict[str, float]
     critical: List[str] = field(default_factory=list)
     stages: Dict[str, Stage] = field(default_factory=dict)
 
@@ -144,12 +143,11 @@ def evaluate(stages: Sequence[Stage]) -> Schedule:
             if waiting[w] == 0:
                 ready.append(w)
     step = max(end.values(), default=0.0)
-    busy = {r: sum(st.work.get(r, 0.0) for st in stages) for r in RESOURCES}
     critical, name = [], (max(end, key=lambda n: (end[n], order[n])) if end else None)
     while name is not None:
         critical.append(name)
         name = cause[name]
-    return Schedule(start, end, step, busy, critical, by_name)
+    return Schedule(start, end, step, critical, by_name)
 
 
 def bound(stages: Sequence[Stage], latency_s: float) -> Tuple[float, Dict[str, float]]:

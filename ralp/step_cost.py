@@ -43,7 +43,6 @@ class Phase:
     ps_rx: float = 0.0
     latency_hops: int = 1
     intra: float = 0.0
-    pipelined: bool = False  # repeated per micro-batch, overlapping across them (ralp/cost_model.py)
     host_copy: float = 0.0   # bytes each worker's device copies to its host and back around the transfer (PCIe)
 
 
@@ -326,13 +325,12 @@ def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: 
     fwd, bwd = s.train_full / 3, s.train_full * 2 / 3
     pull_cpu, push_cpu = transport
     timed = timed_pull or pull
-    stages = [s.transfer(timed, share=p_conv, name="pull conv parameters", own=own[0] or pull),
+    stages = [s.transfer(timed, share=p_conv, name="pull conv parameters", own=own[0]),
               s.compute("forward conv", fwd * f_conv, ["pull conv parameters"], phase="forward"),
               s.overhead("transport of the conv pull", pull_cpu * f_conv, ["forward conv"], "transport pull cpu")]
     last_pull = "pull conv parameters"
     if p_conv < 1.0:
-        stages.append(s.transfer(timed, ["pull conv parameters"], 1.0 - p_conv, "pull FC parameters",
-                                 own=own[0] or pull))
+        stages.append(s.transfer(timed, ["pull conv parameters"], 1.0 - p_conv, "pull FC parameters", own=own[0]))
         last_pull = "pull FC parameters"
     stages += [s.compute("forward FC", fwd * (1.0 - f_conv), ["transport of the conv pull", last_pull],
                          phase="forward"),

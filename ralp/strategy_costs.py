@@ -162,8 +162,8 @@ def hybrid_cost(s: Setting) -> StepCost:
     cut, p_tower, p_head, floats, tower_train, head_train = _split(s)
     acts, act_comp = activation_bytes(B * floats, comp), activation_codec(comp)
     forward, backward, ps_sums = _sharded_head(s, cut) if S > 1 else ([], [], 0.0)
-    send = Phase("send activations", worker_tx=acts, ps_rx=acts * W / S, pipelined=True)
-    ret = Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W / S, pipelined=True)
+    send = Phase("send activations", worker_tx=acts, ps_rx=acts * W / S)
+    ret = Phase("receive activation gradients", worker_rx=acts, ps_tx=acts * W / S)
     phases = [send] + forward + backward + [ret]
     rest_bwd = s.passes(p_tower, UPDATE_PASSES)  # the backward's work after the tower's own, per replica
     worker_codec = s.on_worker(B * floats, act_comp, 0) + s.on_worker(B * floats, act_comp, 1)
@@ -283,13 +283,13 @@ def _sharded_head(s: Setting, cut: str):
     for i in range(0, last, 2):  # even layers that are not the last
         ring = 2.0 * (S - 1) / S * 4.0 * N * widths[i]
         forward.append(Phase(f"PS all-reduce layer {i} outputs", ps_tx=ring, ps_rx=ring,
-                              latency_hops=2 * (S - 1), pipelined=True))
+                              latency_hops=2 * (S - 1)))
         backward.insert(0, Phase(f"PS all-reduce layer {i + 1} input gradients", ps_tx=ring, ps_rx=ring,
-                                  latency_hops=2 * (S - 1), pipelined=True))
+                                  latency_hops=2 * (S - 1)))
         sums += 2 * s.ps_passes(N * widths[i], (S - 1) / S)
     logits = 4.0 * N * widths[last] * (S - 1) * (1.0 if last % 2 == 0 else 1.0 / S)
-    forward.append(Phase("gather logits on PS 0", ps_rx=logits, pipelined=True))
-    backward.insert(0, Phase("scatter logit gradients from PS 0", ps_tx=logits, pipelined=True))
+    forward.append(Phase("gather logits on PS 0", ps_rx=logits))
+    backward.insert(0, Phase("scatter logit gradients from PS 0", ps_tx=logits))
     if last % 2 == 0:
         sums += s.ps_passes(N * widths[last], S - 1)
     return forward, backward, sums

@@ -18,7 +18,8 @@ from bench.core.horovod_settings import settings_label
 from bench.core.roles import RankLayout
 from bench.core.stats import interleaved
 from bench.core.strategy_specs import spec_of
-from bench.driver.planning import bound, check_head_shards, check_hierarchical, predict, priced_with, resolve
+from bench.driver.planning import (bound, check_head_shards, check_hierarchical, predict, priced, priced_with, pricing,
+                                   resolve)
 from bench.launch.base import Launcher, run_mpirun
 from bench.launch.cpu_steal import cpu_times, steal_share
 from bench.rank.result import RankResult, ResultReceiver
@@ -104,15 +105,16 @@ def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:
     time the plan allows on this hardware: bench/driver/planning.py ``bound``). A configuration it cannot
     price (or whose calibration failed) keeps its measurement, and the reason is said on stderr: a
     row silently without a prediction hid a broken calibration once (issue 33)."""
+    if not priced(strategy):
+        return {}
     try:
-        p = predict(cfg, strategy, cut)
-        least = bound(cfg, strategy, cut) if p is not None else None
+        inputs = pricing(cfg)  # once: the prediction, the bound and the row's priced_with read the same
+        p = predict(cfg, strategy, cut, inputs=inputs)
+        least = bound(cfg, strategy, cut, inputs=inputs)
     except UserError as exc:
         print(f"ralp-bench: warning: no prediction for {cfg.model} {strategy}: {one_line(exc)}", file=sys.stderr)
-        p = None
-    if p is None:
         return {}
-    return {"predicted_step_time_s": p.step_time_s, "bound_step_time_s": least, "priced_with": priced_with(cfg),
+    return {"predicted_step_time_s": p.step_time_s, "bound_step_time_s": least, "priced_with": priced_with(inputs),
             # per worker host, as measured: k workers of a host share its NIC (k = 1: per worker)
             "bytes_worker_predicted": p.host_tx_bytes + p.host_rx_bytes,
             "bytes_ps_predicted": ((p.ps_tx_bytes + p.ps_rx_bytes)

@@ -179,19 +179,10 @@ def _ralp_cut(plan, profile):
     return cut or profile.first_dense_cut()
 
 
-def priced_with(cfg: RunConfig) -> str:
-    """What prices ``cfg`` (the row's ``priced_with``): its Hardware and the model's measured step
-    (``timing_for``, None without one), as JSON. Why rows keep it: a calibration is measured
-    again as its cache ages and the machine's speed drifts (two runs a day apart re-priced with
-    one day's cache fell from 58 to 40 of 60 cells within +-20%), so a stored row is priced
-    again from what priced it, not from what the cache holds today (``reprice``)."""
-    timing = timing_for(cfg)
-    return json.dumps({"hardware": asdict(hardware_for(cfg)), "timing": asdict(timing) if timing else None},
-                      sort_keys=True)
-
-
-def _inputs(cfg: RunConfig, stored: Optional[str]):
-    """(Hardware, ModelTiming or None): from a row's ``priced_with`` when given, else measured or cached now."""
+def pricing(cfg: RunConfig, stored: Optional[str] = None):
+    """What prices ``cfg``: (its Hardware, the model's measured step or None), from a row's
+    ``priced_with`` when given, else from this machine's calibration (``hardware_for``,
+    ``timing_for``: measured or cached now)."""
     if stored:
         inputs = json.loads(stored)
         timing = inputs.get("timing")
@@ -199,16 +190,28 @@ def _inputs(cfg: RunConfig, stored: Optional[str]):
     return hardware_for(cfg), timing_for(cfg)
 
 
-def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = False,
-            stored: Optional[str] = None):
+def priced_with(inputs) -> str:
+    """``pricing``'s inputs as the row's ``priced_with`` JSON. Why rows keep it: a calibration is
+    measured again as its cache ages and the machine's speed drifts (two runs a day apart
+    re-priced with one day's cache fell from 58 to 40 of 60 cells within +-20%), so a stored row
+    is priced again from what priced it, not from what the cache holds today (``reprice``)."""
+    hardware, timing = inputs
+    return json.dumps({"hardware": asdict(hardware), "timing": asdict(timing) if timing else None}, sort_keys=True)
+
+
+def priced(strategy: str) -> bool:
+    """Does the cost model price ``strategy`` (ps-async: no model of it)?"""
+    return spec_of(strategy).priced_as is not None
+
+
+def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = False, inputs=None):
     """The cost model's figures for exactly what ran (None for ps-async: no model of it);
-    ``overlap``: its bound instead (``bound``); ``stored``: a row's ``priced_with`` to price it
-    with (else this machine's calibration)."""
+    ``overlap``: its bound instead (``bound``); ``inputs``: ``pricing``'s (default: ``pricing(cfg)``)."""
     spec = spec_of(strategy)
     if spec.priced_as is None:
         return None
     workers = 1 if spec.one_batch_per_step else cfg.workers
-    hardware, timing = _inputs(cfg, stored)
+    hardware, timing = inputs or pricing(cfg)
     return cost_predict(model_profile(cfg.model_spec()), spec.priced_as, workers=workers, batch_size=cfg.batch_size,
                         hardware=hardware, ps=cfg.ps, cut=cut, timing=timing,
                         compression=_codec_or_none(cfg.compression), ps_placement=cfg.ps_placement,
@@ -217,7 +220,7 @@ def predict(cfg: RunConfig, strategy: str, cut: Optional[str], overlap: bool = F
                         workers_per_host=1 if spec.one_batch_per_step else cfg.workers_per_host)
 
 
-def bound(cfg: RunConfig, strategy: str, cut: Optional[str], stored: Optional[str] = None) -> Optional[float]:
+def bound(cfg: RunConfig, strategy: str, cut: Optional[str], inputs=None) -> Optional[float]:
     """The least step time this plan allows on its hardware (None where ``predict`` has no model).
 
     Why: a measured step says how fast a plan ran, not how close it came to what the machines
@@ -228,7 +231,7 @@ def bound(cfg: RunConfig, strategy: str, cut: Optional[str], stored: Optional[st
     host), each link direction's bytes at line rate plus one latency. It leaves out what orders
     the work (the tower waiting for the head, the pull for the update), TensorFlow's transport CPU
     and start-up: the slack a better implementation of the same plan could remove."""
-    p = predict(cfg, strategy, cut, overlap=True, stored=stored)
+    p = predict(cfg, strategy, cut, overlap=True, inputs=inputs)
     return None if p is None else p.step_time_s
 
 
@@ -246,6 +249,15 @@ def bound_of(profile, prediction, hardware, compression=None, timing=None):
                         **({"workers_per_host": per_host} if per_host else {}))
 
 
+def _stored_plan(row):
+    """(strategy, codec, cut) a stored row ran: an ``auto`` row's plan, else its strategy."""
+    from bench.store.results import is_missing  # lazy: pandas loads only where rows are read or written
+
+    plan = row.get("plan") if row.get("strategy") == "auto" and not is_missing(row.get("plan")) else row["strategy"]
+    strategy, _, codec = str(plan).partition("+")
+    return strategy, codec, None if is_missing(row.get("cut_layer")) else row["cut_layer"]
+
+
 def reprice(row):
     """A stored row's plan priced again by this checkout's cost model (a Prediction; None where
     the row cannot say what ran, or its plan has no model): from what priced it (``priced_with``)
@@ -256,18 +268,16 @@ def reprice(row):
 
     if row.get("status") != "ok" or is_missing(row.get("predicted_step_time_s")):
         return None
-    plan = row.get("plan") if row.get("strategy") == "auto" and not is_missing(row.get("plan")) else row["strategy"]
-    strategy, _, codec = str(plan).partition("+")
-    cut = None if is_missing(row.get("cut_layer")) else row["cut_layer"]
+    strategy, codec, cut = _stored_plan(row)
     stored = None if is_missing(row.get("priced_with")) else row["priced_with"]
     if stored is None and row.get("hostname") != platform.node():
         return None  # another machine's row, and this machine's cache is not what priced it
-    for calibration in CALIBRATIONS:
-        cfg = _stored_config(row, strategy, codec, calibration)
+    for kind in CALIBRATIONS[:1] if stored else CALIBRATIONS:  # with priced_with, any kind names its inputs
+        cfg = _stored_config(row, strategy, codec, kind)
         if cfg is None or not (stored or _calibrated(cfg)):
             continue
         try:
-            return predict(cfg, strategy, cut, stored=stored)
+            return predict(cfg, strategy, cut, inputs=pricing(cfg, stored))
         except UserError:  # the cost model no longer prices this row's plan
             return None
     return None
@@ -277,7 +287,7 @@ def stored_bound(row) -> Optional[float]:
     """The bound of a stored row written before rows carried one (``bound_step_time_s``), priced
     again from the row's configuration; None where that would be a guess.
 
-    Rows do not record which calibration priced them (a preset, a hardware file, or this machine
+    Rows did not record which calibration priced them (a preset, a hardware file, or this machine
     under the row's CPU cap, by micro-benchmarks or the model's own step), and the cost model
     changes between runs. So a row is priced again only on the machine that priced it, only with
     a calibration its cache still holds (nothing is measured here), and only where pricing it
@@ -288,19 +298,18 @@ def stored_bound(row) -> Optional[float]:
     predicted = row.get("predicted_step_time_s")
     if row.get("status") != "ok" or is_missing(predicted) or row.get("hostname") != platform.node():
         return None
-    plan = row.get("plan") if row.get("strategy") == "auto" and not is_missing(row.get("plan")) else row["strategy"]
-    strategy, _, codec = str(plan).partition("+")
-    cut = None if is_missing(row.get("cut_layer")) else row["cut_layer"]
-    for calibration in CALIBRATIONS:
-        cfg = _stored_config(row, strategy, codec, calibration)
+    strategy, codec, cut = _stored_plan(row)
+    for kind in CALIBRATIONS:
+        cfg = _stored_config(row, strategy, codec, kind)
         if cfg is None or not _calibrated(cfg):
             continue
         try:
-            again = predict(cfg, strategy, cut)
+            inputs = pricing(cfg)
+            again = predict(cfg, strategy, cut, inputs=inputs)
         except UserError:  # the cost model no longer prices this row's plan: nothing to reproduce
             continue
         if again is not None and math.isclose(again.step_time_s, predicted, rel_tol=1e-6):
-            return bound(cfg, strategy, cut)
+            return bound(cfg, strategy, cut, inputs=inputs)
     return None
 
 
