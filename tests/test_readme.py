@@ -171,6 +171,25 @@ def scratch(tmp_path_factory):
     (dest / ".venv").symlink_to(ROOT / ".venv")
     yield dest
     _remove_manual_cluster(dest)
+    _install_back_here()
+
+
+def _imported_from() -> Path:
+    """Where the project's venv imports ``bench`` from, seen from a directory outside the tree."""
+    out = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", "import bench; print(bench.__file__)"],
+                         cwd="/", capture_output=True, text=True, timeout=120)
+    return Path(out.stdout.strip()).resolve().parent.parent if out.returncode == 0 else Path("/nonexistent")
+
+
+def _install_back_here():
+    """The README's ``./ci/main`` installs the project editable from where it runs: in the scratch
+    copy, whose .venv is this tree's, that points this tree's venv at the scratch copy, which
+    pytest deletes later (found: after the suite ``ralp-bench`` ran a stale copy, then none).
+    Install it back from here, and check."""
+    if _imported_from() != ROOT:
+        subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "-e",
+                        str(ROOT)], cwd=ROOT, capture_output=True, timeout=600, check=True)
+    assert _imported_from() == ROOT, f"the venv imports bench from {_imported_from()}, not {ROOT}"
 
 
 def _remove_manual_cluster(cwd):
