@@ -4,7 +4,7 @@ Each ```sh block of README.md is one test: its text, unchanged, runs as a bash s
 (``set -eo pipefail``, so any failing command fails it) in a scratch copy of the working
 tree, with the project's ``.venv`` activated as the README's own blocks do, and with the one
 documented override, ``RALP_SMOKE=1`` (bench/core/config.py ``smoke``: runs take one warm-up and at
-most two timed steps, one repeat; a sweep runs its first point of each strategy). The usage
+most two timed steps, one repeat; a sweep runs the first point of each strategy and of each grid). The usage
 lines of ``examples/*.py`` docstrings (``ralp-bench ...``, ``python examples/...``) and the examples
 of every command's ``--help`` run the same way.
 
@@ -150,7 +150,10 @@ def test_blocks_are_found_and_every_skip_says_why():
     assert len(runnable) >= 4
     assert any("ralp-bench run" in b.body for b in runnable)
     assert {"ralp-bench run --help", "ralp-bench analyze --help", "ralp-bench sweep --help"} <= {
-        b.source for b in ALL_BLOCKS}
+        b.source for b in help_blocks()}
+    command = lambda line: line.split("#", 1)[0].strip()  # noqa: E731 - as not_in reads a line
+    typed = {command(ln) for b in ALL_BLOCKS for ln in b.body.splitlines()}
+    assert all(command(ln) in typed for b in help_blocks() for ln in b.body.splitlines())  # each once, none lost
     with pytest.raises(ValueError):
         readme_blocks("<!-- readme-test: skip -->\n```sh\nls\n```\n")
 

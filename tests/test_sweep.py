@@ -237,9 +237,10 @@ def test_the_report_counts_step_time_cells_within_the_bar_by_cpu_steal():
                                     "≤ 5% CPU steal, 1 of 1 above it.")
 
 
-def test_smoke_override_keeps_the_first_point_of_each_strategy_per_grid(monkeypatch):
-    """RALP_SMOKE=1 (the README test's one override): each [[grid]] keeps its first point of
-    every (strategy, PS layout), with at most two timed steps and one warm-up, one repeat."""
+def test_smoke_override_keeps_the_first_point_of_each_strategy_and_each_grid(monkeypatch):
+    """RALP_SMOKE=1 (the README test's one override): the sweep keeps the first point of every
+    (strategy, PS layout) and the first of every [[grid]] (headline's scaled-link grids bring no
+    new strategy, but their links), with at most two timed steps and one warm-up, one repeat."""
     import tomllib
 
     from bench.driver.sweep import load_sweep
@@ -248,9 +249,13 @@ def test_smoke_override_keeps_the_first_point_of_each_strategy_per_grid(monkeypa
     monkeypatch.setenv("RALP_SMOKE", "1")
     small = load_sweep("sweeps/headline.toml")
     grids = tomllib.loads(open("sweeps/headline.toml").read())["grid"]
-    kinds = {(p.config.strategy, p.config.ps_placement) for p in full.points}
-    assert len(kinds) <= len(small.points) <= len(kinds) * len(grids) < len(full.points)
-    assert {(p.config.strategy, p.config.ps_placement) for p in small.points} == kinds
+    kinds = [(p.config.strategy, p.config.ps_placement) for p in full.points]
+    assert [(p.config.strategy, p.config.ps_placement) for p in small.points] == [
+        ("ps", "dedicated"), ("horovod", "dedicated"), ("ralp", "dedicated"), ("ps", "colocated"),
+        ("auto", "colocated"), ("ps", "dedicated"), ("ps", "colocated")]
+    assert set(kinds) == {(p.config.strategy, p.config.ps_placement) for p in small.points}
+    assert [p.cluster for p in small.points[-2:]] == [{"scale_to": "v100-10gbe"}] * 2 and len(grids) == 4
+    assert all(p.config.model == "alexnet_cifar" and p.config.workers == 2 for p in small.points)
     assert all(p.config.steps <= 2 and p.config.warmup_steps <= 1 and p.config.target_ci is None
                for p in small.points)
     assert small.repeats == 1 and full.repeats == 2

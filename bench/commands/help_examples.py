@@ -2,7 +2,9 @@
 
 Every example a help text shows is a command a user will paste, so it must work as typed:
 the README test collects the lines this function writes (two spaces, then ``ralp-bench``)
-from every command's ``--help`` and runs them like the README's own blocks.
+from every command's ``--help`` and runs them like the README's own blocks. A help text shows
+the README's own commands where they serve (the test then runs each once: a smoke sweep or a
+five-strategy run costs a minute or more).
 """
 
 

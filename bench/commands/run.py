@@ -20,8 +20,8 @@ from bench.driver.progress import RunProgress
 def register(subparsers):
     p = subparsers.add_parser("run", help="run strategies side by side and record result rows",
                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=examples(
-                                  "ralp-bench run --model lenet_mnist --strategy ps,horovod,ralp --workers 2",
-                                  "ralp-bench run --model alexnet_cifar --strategy auto --workers 2 --bandwidth 100mbit"))
+                                  "ralp-bench run --model alexnet_cifar --strategy ps,ps-async,horovod,ralp,auto --workers 2",
+                                  "ralp-bench run --model examples/custom_cnn.py:build --strategy ps,horovod,ralp --dataset mnist"))
     add_run_arguments(p, multi_strategy=True)
     add_cluster_arguments(p)
     p.set_defaults(func=run)

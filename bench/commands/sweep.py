@@ -33,8 +33,8 @@ POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "p
 def register(subparsers):
     p = subparsers.add_parser("sweep", help="run a sweep file (grid of configurations) and report it",
                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=examples(
-                                  "ralp-bench sweep sweeps/quick.toml --dry-run",
-                                  "ralp-bench sweep sweeps/quick.toml"))
+                                  "ralp-bench sweep sweeps/headline.toml --dry-run",
+                                  "ralp-bench sweep sweeps/headline.toml"))
     p.add_argument("file", help="sweep definition (TOML), e.g. sweeps/main.toml (the shipped copy when there is no "
                                 "such file here)")
     p.add_argument("--steps", type=int, default=None, help="override every point's timed steps")

@@ -324,8 +324,8 @@ SMOKE_STEPS, SMOKE_WARMUP = 2, 1
 def smoke() -> bool:
     """RALP_SMOKE=1: the README's one documented override, so its commands run as typed in CI
     (tests/test_readme.py) in minutes: every run takes SMOKE_WARMUP warm-up and at most
-    SMOKE_STEPS timed steps, one repeat, no --target-ci; a sweep runs its first point of each
-    strategy (bench/driver/sweep.py). Everything else (models, clusters, links, rows) is as typed."""
+    SMOKE_STEPS timed steps, one repeat, no --target-ci; a sweep runs the first point of each
+    strategy and of each grid (bench/driver/sweep.py). Everything else (models, clusters, links, rows) is as typed."""
     return os.environ.get("RALP_SMOKE", "") not in ("", "0")
 
 

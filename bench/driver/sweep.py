@@ -108,8 +108,9 @@ def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) 
     defaults.update({k: v for k, v in (overrides or {}).items() if v is not None})
     grids = spec.get("grid") or [{}]
     points = []
+    seen = set()  # under RALP_SMOKE: (strategy, PS layout) already taken
     for number, grid in enumerate(grids, 1):
-        seen = set()  # under RALP_SMOKE: (strategy, PS layout) already taken from this grid
+        taken = len(points)
         keys = list(grid)
         for key in keys + list(defaults):
             if key not in RUN_KEYS and key not in CLUSTER_KEYS:
@@ -128,8 +129,8 @@ def load_sweep(path: str, overrides: Dict = None, repeats=None, max_steal=None) 
                 cfg = RunConfig(**run_settings).validate()
             except TypeError as exc:
                 raise UserError(f"{path}: grid {number}: {exc}") from None
-            if smoke() and (cfg.strategy, cfg.ps_placement) in seen:
-                continue  # the README test's override: the first point of each strategy per grid
+            if smoke() and (cfg.strategy, cfg.ps_placement) in seen and len(points) > taken:
+                continue  # the README test's override: each strategy's first point, and each grid's first
             seen.add((cfg.strategy, cfg.ps_placement))
             points.append(SweepPoint(cfg, cluster))
     if not points:
