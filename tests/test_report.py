@@ -3,6 +3,7 @@
 The numbers below are made up to exercise the report code (round values whose speedups and
 ratios are easy to check by hand); they are not measurements.
 """
+import json
 import os
 import subprocess
 import sys
@@ -249,6 +250,22 @@ def test_auto_table_judges_the_plan_against_the_measured_best():
     assert ["vgg16", "2", "horovod", "ralp", "75% slower ⚠"] in table
     assert ["vgg19", "2", "ralp-hybrid", "ralp", "faster than every other"] in table
     assert "in 2 of 3 cells" in markdown
+
+
+def test_auto_is_judged_by_the_rates_the_throughput_table_shows():
+    """horovod's mean-based images/sec (tf_cnn_benchmarks': one slow step drags it) is above
+    ralp's, its median step is slower: the table shows ralp faster, so auto's ralp is the best."""
+    steps = {"horovod": [0.5] * 9 + [0.1], "ralp": [0.4] * 9 + [3.0]}
+    steps["auto"] = steps["ralp"]
+    rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, plan=plan, cluster_mode="emulated",
+                    link_bps=1e9, status="ok", images_per_sec=64 * len(steps[s]) / sum(steps[s]),
+                    step_times_s=json.dumps(steps[s]), started_at="2026-12-02T10:00:00Z")
+            for s, plan in (("horovod", "horovod"), ("ralp", "ralp"), ("auto", "ralp"))]
+    assert rows[0]["images_per_sec"] > rows[1]["images_per_sec"]
+    markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
+    assert ["alexnet", "2", "ralp", "ralp", "best"] in _table(markdown, "Does auto pick the measured best?")
+    throughput = _table(markdown, "Throughput and speedup")
+    assert throughput[0][2].startswith("128.0 [") and throughput[0][3].startswith("160.0 [")  # 64 / 0.5, 64 / 0.4
 
 
 def test_slow_links_and_tcp_retransmissions_are_flagged():

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 from bench.core.stats import speedup_ci, step_count
 from bench.core.strategy_specs import SPECS
 from bench.report.summary import PS_LAYOUTS
-from bench.report.tables import fraction_of_bound
+from bench.report.tables import fraction_of_bound, shown_rate
 from bench.store.results import is_missing
 
 PAPER_SPEEDUP_OVER_PS = 13.0
@@ -70,8 +70,11 @@ class Grid:
 
 
 def row_name(row) -> str:
+    """The strategy, its codec, and the hybrid's pipeline where it has one (``ralp-hybrid fp16 4 micro-batches``)."""
     codec = row.get("compression")
-    return str(row["strategy"]) if is_missing(codec) or codec in ("none", "auto") else f"{row['strategy']} {codec}"
+    name = str(row["strategy"]) if is_missing(codec) or codec in ("none", "auto") else f"{row['strategy']} {codec}"
+    micro = row.get("micro_batches")
+    return name if is_missing(micro) or int(micro) <= 1 else f"{name} {int(micro)} micro-batches"
 
 
 def build_grid(summary, setting_of) -> Grid:
@@ -103,7 +106,7 @@ def faster(ratio_ci) -> bool:
 
 def best_of(rows: Dict[str, dict], names) -> Optional[str]:
     present = [n for n in names if n in rows]
-    return max(present, key=lambda n: rows[n]["images_per_sec"]) if present else None
+    return max(present, key=lambda n: shown_rate(rows[n])) if present else None
 
 
 def _fmt(x: float) -> str:
