@@ -264,10 +264,12 @@ def test_a_row_says_what_priced_it_and_is_priced_again_from_that_after_the_cache
 
 def test_stored_rows_without_the_column_load_and_report_a_dash():
     """Run 20261204T115426Z-30fb48 predates the column: its rows load with it empty and the report
-    shows — for every cell it cannot price again (here: rows said to come from another machine)."""
+    says that no cell has a bound, and why, instead of a grid of dashes (here: rows said to come from
+    another machine); with one row that has a bound, the grid shows it and — elsewhere."""
     from pathlib import Path
 
     from bench.report.document import build_report
+    from bench.report.format import to_html, to_markdown
     from bench.store.results import ResultStore
 
     results = Path(__file__).resolve().parent.parent / "results"
@@ -275,8 +277,18 @@ def test_stored_rows_without_the_column_load_and_report_a_dash():
     assert df["bound_step_time_s"].isna().all() and df["predicted_step_time_s"].notna().any()
     report, _, keys = build_report(df.assign(hostname="not-this-machine"))
     (table,) = [t for t in report.tables if t.title == "Fraction of bound"]
-    assert len(table.rows) > 10 and {cell for row in table.rows for cell in row[2 + len(keys):]} == {"—"}
-    assert any("cells show —" in note for note in table.notes)
+    assert table.rows == [] and table.headers == []
+    assert table.notes[0].startswith(f"None of the {len(df)} cells has a bound: their rows were written before")
+    markdown = to_markdown(report)
+    assert "## Fraction of bound\n\nNone of the" in markdown
+    assert '<h2>Fraction of bound</h2>\n<p class="note">None of the' in to_html(report)
+    first = df.index[0]
+    report, _, keys = build_report(df.assign(hostname="not-this-machine").assign(
+        bound_step_time_s=[0.5 * df.loc[first, "step_time_median_s"] if i == first else None for i in df.index]))
+    (table,) = [t for t in report.tables if t.title == "Fraction of bound"]
+    cells = [cell for row in table.rows for cell in row[2 + len(keys):]]
+    assert len(table.rows) > 10 and cells.count("—") == len(cells) - 1 and any("0.50 of" in c for c in cells)
+    assert any(f"{len(df) - 1} of {len(df)} cells show —" in note for note in table.notes)
 
 
 def test_paper_claim_b_says_how_close_ralp_and_horovod_came_to_their_bounds():

@@ -268,6 +268,24 @@ def test_auto_is_judged_by_the_rates_the_throughput_table_shows():
     assert throughput[0][2].startswith("128.0 [") and throughput[0][3].startswith("160.0 [")  # 64 / 0.5, 64 / 0.4
 
 
+def test_auto_slower_only_inside_the_noise_is_not_flagged():
+    """8% slower by median, but the steps spread so far that the speedup's interval holds 1.0 (the
+    throughput table's '≈'): no ⚠; the same 8% on steady steps is flagged."""
+    spread, tight = np.linspace(0.6, 1.4, 13), np.linspace(0.998, 1.002, 13)  # medians 1.0
+    noisy = {"horovod": 0.5 * spread, "ralp": 0.54 * spread[::-1]}
+    steady = {"horovod": 0.5 * tight, "ralp": 0.54 * tight[::-1]}
+    for steps, verdict in ((noisy, "≈ horovod ("), (steady, "slower ⚠")):
+        steps["auto"] = steps["ralp"]
+        rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, plan=plan, cluster_mode="emulated",
+                        link_bps=1e9, status="ok", images_per_sec=64 * len(steps[s]) / sum(steps[s]),
+                        step_times_s=json.dumps(list(map(float, steps[s]))), started_at="2026-12-02T10:00:00Z")
+                for s, plan in (("horovod", "horovod"), ("ralp", "ralp"), ("auto", "ralp"))]
+        markdown = report.to_markdown(report.build_report(pd.DataFrame(rows))[0])
+        (row,) = _table(markdown, "Does auto pick the measured best?")
+        assert row[:4] == ["alexnet", "2", "ralp", "horovod"] and verdict in row[4], row
+        assert ("in 1 of 1 cells" if verdict.startswith("≈") else "in 0 of 1 cells") in markdown
+
+
 def test_slow_links_and_tcp_retransmissions_are_flagged():
     rows = [new_row(model="alexnet", workers=2, batch_size=32, strategy=s, cluster_mode="emulated", link_bps=1e9,
                     status="ok", images_per_sec=100.0, link_pattern=p, link_efficiency=e, tcp_retransmit_max=r,

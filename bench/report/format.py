@@ -13,7 +13,7 @@ DISCREPANCY_LIMIT = 0.10  # a prediction further off than this is flagged ⚠
 
 @dataclass
 class Table:
-    """A titled grid of display strings, rendered to Markdown or HTML."""
+    """A titled grid of display strings, rendered to Markdown or HTML; without headers, its notes alone."""
 
     title: str
     headers: list
@@ -84,10 +84,11 @@ def to_markdown(report):
     out = [f"# {report.title}", ""] + report.intro + [""]
     for table in report.tables:
         out += [f"## {table.title}", ""]
-        out.append("| " + " | ".join(_md_cell(h) for h in table.headers) + " |")
-        out.append("|" + "|".join("---" for _ in table.headers) + "|")
-        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
-        out += [""] + table.notes + ([""] if table.notes else [])
+        if table.headers:  # a section of notes alone has none
+            out.append("| " + " | ".join(_md_cell(h) for h in table.headers) + " |")
+            out.append("|" + "|".join("---" for _ in table.headers) + "|")
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows] + [""]
+        out += table.notes + ([""] if table.notes else [])
     if report.plots:
         out += ["## Plots", ""] + [f"![{caption}]({name})" for name, caption in report.plots] + [""]
     return "\n".join(out)
@@ -118,14 +119,16 @@ def to_html(report):
     body = [f"<h1>{html.escape(report.title)}</h1>"]
     body += [f"<p>{_inline(line.removeprefix('- '))}</p>" for line in report.intro]
     for table in report.tables:
-        body.append(f"<h2>{html.escape(table.title)}</h2><table><thead><tr>")
-        body.append("".join(f"<th>{html.escape(str(h))}</th>" for h in table.headers))
-        body.append("</tr></thead><tbody>")
-        for row in table.rows:
-            cells = "".join(f'<td class="{_cell_class(str(c))}">{html.escape(str(c))}</td>'
-                            for c in row)
-            body.append(f"<tr>{cells}</tr>")
-        body.append("</tbody></table>")
+        body.append(f"<h2>{html.escape(table.title)}</h2>")
+        if table.headers:
+            body.append("<table><thead><tr>")
+            body.append("".join(f"<th>{html.escape(str(h))}</th>" for h in table.headers))
+            body.append("</tr></thead><tbody>")
+            for row in table.rows:
+                cells = "".join(f'<td class="{_cell_class(str(c))}">{html.escape(str(c))}</td>'
+                                for c in row)
+                body.append(f"<tr>{cells}</tr>")
+            body.append("</tbody></table>")
         body += [f'<p class="note">{_inline(n)}</p>' for n in table.notes]
     for name, caption in report.plots:
         body.append(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'

@@ -223,10 +223,12 @@ def bound_table(summary, keys):
              "latency (ralp/cost_model.py, overlap). It leaves out what orders the work (the tower waiting for the "
              "head, the pull for the update), TensorFlow's transport CPU and start-up: the slack a better "
              "implementation of the same plan could remove."]
+    why = ("their rows were written before rows carried a bound, and the calibration that priced them is not in "
+           "this machine's cache (or pricing them again does not reproduce their prediction), so it is not guessed.")
+    if not with_bound:  # a grid of dashes says nothing
+        return Table("Fraction of bound", [], [], [f"None of the {len(ok)} cells has a bound: {why}"])
     if with_bound < len(ok):
-        notes.append(f"{len(ok) - with_bound} of {len(ok)} cells show —: their rows were written before rows "
-                     "carried a bound, and the calibration that priced them is not in this machine's cache (or "
-                     "pricing them again does not reproduce their prediction), so it is not guessed.")
+        notes.append(f"{len(ok) - with_bound} of {len(ok)} cells show —: {why}")
     return Table("Fraction of bound", key_headers(keys) + strategies, rows, notes)
 
 
@@ -270,19 +272,28 @@ def auto_table(summary, keys):
             continue
         best = max(others, key=lambda s: shown_rate(others[s]))
         ran = str(ok["auto"].get("plan") or "?").split("+")[0]
-        ran_rate = shown_rate(others[ran] if ran in others else ok["auto"])
-        share = ran_rate / shown_rate(others[best])
-        good = ran == best or share >= 1 - AUTO_TOLERANCE
+        mine = others[ran] if ran in others else ok["auto"]
+        share = shown_rate(mine) / shown_rate(others[best])
+        noise = ran != best and share < 1 - AUTO_TOLERANCE and _indistinct(mine, others[best])
+        good = ran == best or share >= 1 - AUTO_TOLERANCE or noise
         hits += good
         verdict = ("best" if ran == best else "faster than every other" if share > 1 else
-                   f"within {1 - share:.0%}" if good else f"{1 - share:.0%} slower ⚠")
+                   f"within {1 - share:.0%}" if share >= 1 - AUTO_TOLERANCE else
+                   f"≈ {best} ({1 - share:.0%} slower, inside the noise)" if noise else f"{1 - share:.0%} slower ⚠")
         rows.append(key_cells(group.iloc[0], keys) + [ran, best, verdict])
     if not rows:
         return None
     return Table("Does auto pick the measured best?", key_headers(keys) + ["auto ran", "measured best", "verdict"],
-                 rows, [f"auto ran the measured-best plan, or one within {AUTO_TOLERANCE:.0%} of it, in {hits} of "
-                        f"{len(rows)} cells (the plan's own row measures it, so noise between runs does not count; "
-                        "images/sec as the throughput table shows it)."])
+                 rows, [f"auto ran the measured-best plan, one within {AUTO_TOLERANCE:.0%} of it, or one not "
+                        f"significantly slower ('≈': the speedup's 95% interval holds 1.0, as in the throughput "
+                        f"table) in {hits} of {len(rows)} cells (the plan's own row measures it, so noise between "
+                        "runs does not count; images/sec as the throughput table shows it)."])
+
+
+def _indistinct(row, best) -> bool:
+    """Is ``best`` not significantly faster than ``row`` (both kept their steps)?"""
+    mine, theirs = _steps_of(row), _steps_of(best)
+    return bool(mine and theirs) and not significant(*speedup_ci(mine, theirs)[1:])
 
 
 def accuracy_table(summary, keys):
