@@ -267,6 +267,17 @@ def test_accuracy_claim_against_sync_ps_within_the_held_out_resolution(tmp_path,
     assert (f"lost: {lost}" if lost else "none lost") in claim.ours
 
 
+def test_the_hybrids_pipeline_is_part_of_its_name_in_the_accuracy_table(tmp_path):
+    """The pipelined fp16 hybrid and the whole-batch one are two lines of the table, not one median."""
+    rows = accuracy_rows({"ps": 0.970, "ralp": 0.969, "ralp-hybrid fp16": 0.968})
+    piped = [dict(r, micro_batches=4, accuracy=0.940) for r in rows if r["strategy"] == "ralp-hybrid"]
+    store = ResultStore(tmp_path)
+    store.write_run(rows + piped, ACCURACY_RUN)
+    claim = claim_accuracy(*accuracy_run(store.load(quiet=True)))
+    assert "ralp-hybrid fp16 0.968 (-0.2 pt)" in claim.ours
+    assert claim.verdict == "partly holds" and "lost: ralp-hybrid fp16 4 micro-batches" in claim.ours
+
+
 def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
     store = ResultStore(tmp_path)
     store.write_run([row("alexnet_cifar", w, s, 10.0 * w, scaled_to=None, link_bps=1e9, ps_link_bps=1e9)

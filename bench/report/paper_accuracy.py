@@ -27,8 +27,8 @@ from bench.store.results import coerce_frame
 # for which this tolerance is wider than needed, never narrower).
 EVAL_IMAGES = {"mnist": MNIST_EVAL_SIZE, "digits": DIGITS_EVAL_SIZE}
 POINTERS = ("`ralp-bench sweep sweeps/paper-accuracy.toml` trains `lenet_mnist` on real MNIST digits under sync "
-            "PS, Horovod, ralp, the hybrid and ralp with fp16 and top-k; `ralp-bench paper --accuracy-run ID` "
-            "judges it")
+            "PS, Horovod, ralp, the hybrid (also fp16, whole and in micro-batches) and ralp with fp16 and top-k; "
+            "`ralp-bench paper --accuracy-run ID` judges it")
 
 
 def accuracy_run(frame, run_id: Optional[str] = None) -> Tuple[Optional[str], object]:
