@@ -12,6 +12,7 @@ import sys
 import threading
 
 from bench.core.errors import UserError, one_line, traceback_to_log
+from bench.launch import processes
 
 # Order is the order shown in --help.
 COMMANDS = ["doctor", "models", "analyze", "run", "sweep", "cluster", "report", "paper"]
@@ -45,9 +46,13 @@ def _stop_on_signals():
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
+class Terminated(SystemExit):
+    """SIGTERM, as an exit that unwinds (``with`` blocks tear clusters down on the way)."""
+
+
 def _exit_on_sigterm(signum, frame):
     print("ralp-bench: terminated", file=sys.stderr)
-    raise SystemExit(128 + signum)
+    raise Terminated(128 + signum)
 
 
 def main(argv=None):
@@ -68,8 +73,12 @@ def main(argv=None):
         print(f"ralp-bench: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        processes.stop_started()  # a launch the interrupt caught while it was being started
         print("ralp-bench: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        processes.stop_started()
+        raise
     except Exception as exc:  # a bug of ours: one line here, the traceback in a log file
         log = traceback_to_log(exc, f"{args.command}-internal-error")
         print(f"ralp-bench: internal error: {one_line(f'{type(exc).__name__}: {exc}')}; traceback in {log} "

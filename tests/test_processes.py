@@ -120,3 +120,21 @@ def test_a_command_that_times_out_is_stopped_with_what_it_started():
     with pytest.raises(subprocess.TimeoutExpired):
         processes.run([sys.executable, "-c", _LEADER, token], timeout=2)
     assert _with_argument(token) == []
+
+
+def test_what_this_process_started_is_stopped_even_without_its_popen():
+    """stop_started: the driver's last word on Ctrl-C or SIGTERM (bench/cli.py). A launch whose
+    Popen the interrupt cut short, so that nobody holds it, is stopped with the child it started in
+    a process group of its own; a child of this process in no session of its own is left alone."""
+    token = f"ralp-unheld-{uuid.uuid4().hex}"
+    leader = processes.popen([sys.executable, "-c", _LEADER, token], stdout=subprocess.PIPE, text=True)
+    child = int(leader.stdout.readline())
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", token])
+    try:
+        assert sorted(_with_argument(token)) == sorted([leader.pid, child, bystander.pid])
+        assert processes.stop_started() == []
+        assert _with_argument(token) == [bystander.pid]  # ignored SIGTERM: SIGKILLed after the grace
+    finally:
+        bystander.kill()
+        bystander.wait()
+        leader.wait(timeout=10)

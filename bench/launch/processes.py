@@ -42,9 +42,28 @@ def popen(argv, **popen_kwargs) -> subprocess.Popen:
     return subprocess.Popen(argv, start_new_session=True, preexec_fn=end_with_parent, **popen_kwargs)
 
 
+def stop_started() -> List[int]:
+    """Stop every session this process started (``popen``'s children lead their own) and what
+    they hold. For an interrupt (Ctrl-C, SIGTERM) that lands inside ``subprocess.Popen``, between
+    the fork and the child's exec, where Popen raises without handing over the child, or before
+    the launch's own ``try``: that launch was left to PR_SET_PDEATHSIG, which ends it only once
+    the driver is gone, so the driver exited with ranks still running (fresh-clone suite,
+    2026-12-06: a sweep interrupted as its second point started). A child of this process that
+    leads its own session is one ``popen`` started, so nothing else is touched. Returns the pids
+    still alive afterwards (normally none)."""
+    me = os.getpid()
+    sessions = {pid for pid, (ppid, sid) in _table().items() if ppid == me and sid == pid}
+    return stop(lambda: [pid for pid, (_, sid) in _table().items() if sid in sessions]) if sessions else []
+
+
 def session_members(sid: int) -> List[int]:
     """Live processes (not zombies) whose session id is ``sid``, never this process."""
-    found = []
+    return [pid for pid, (_, session) in _table().items() if session == sid]
+
+
+def _table():
+    """{pid: (parent pid, session id)} of every live process (zombies left out), this one excepted."""
+    table = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
@@ -55,9 +74,9 @@ def session_members(sid: int) -> List[int]:
             continue
         # fields after the command (which may hold spaces and parentheses): state, ppid, pgrp, session
         fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(entry))
-    return found
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[3]))
+    return table
 
 
 def stop(find: Callable[[], Iterable[int]], grace_s: float = 3.0, kill_wait_s: float = 5.0) -> List[int]:
