@@ -10,7 +10,6 @@ normal end, a failed rank, Ctrl-C, and ``kill -9`` of the driver followed by the
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
