@@ -127,13 +127,18 @@ def help_blocks() -> List[Block]:
     return blocks
 
 
+def command(line: str) -> str:
+    """A block's line as a command: its comment and surrounding spaces dropped."""
+    return line.split("#", 1)[0].strip()
+
+
 def not_in(blocks: List[Block], seen: List[Block]) -> List[Block]:
     """``blocks`` without the commands a block of ``seen`` already runs verbatim (an example
     file's usage line repeated in the README runs once), and without blocks left empty."""
-    typed = {ln.split("#", 1)[0].strip() for b in seen for ln in b.body.splitlines()}
+    typed = {command(ln) for b in seen for ln in b.body.splitlines()}
     out = []
     for b in blocks:
-        lines = [ln for ln in b.body.splitlines() if ln.split("#", 1)[0].strip() not in typed]
+        lines = [ln for ln in b.body.splitlines() if command(ln) not in typed]
         if lines:
             out.append(Block(b.source, "\n".join(lines) + "\n", b.skip))
     return out
@@ -151,7 +156,6 @@ def test_blocks_are_found_and_every_skip_says_why():
     assert any("ralp-bench run" in b.body for b in runnable)
     assert {"ralp-bench run --help", "ralp-bench analyze --help", "ralp-bench sweep --help"} <= {
         b.source for b in help_blocks()}
-    command = lambda line: line.split("#", 1)[0].strip()  # noqa: E731 - as not_in reads a line
     typed = {command(ln) for b in ALL_BLOCKS for ln in b.body.splitlines()}
     assert all(command(ln) in typed for b in help_blocks() for ln in b.body.splitlines())  # each once, none lost
     with pytest.raises(ValueError):

@@ -164,6 +164,12 @@ class Spread:
     between: bool
 
 
+def launch_estimate(samples, statistic=np.median) -> float:
+    """The mean of the launches' medians (one launch: its median): ``launch_spread``'s estimate,
+    without the bootstraps that give its spread."""
+    return float(np.mean([statistic(launch) for launch in as_launches(samples)]))
+
+
 def launch_spread(samples, statistic=np.median, resamples: int = RESAMPLES, seed: int = 0) -> Spread:
     """How far a configuration's median step moves from one experiment to the next, launches included.
 
@@ -195,7 +201,7 @@ def launch_spread(samples, statistic=np.median, resamples: int = RESAMPLES, seed
     # medians[j, r, k]: the statistic of launch j's steps drawn with replacement, replicate r, slot k
     medians = np.stack([statistic(launch[rng.integers(0, launch.size, size=(resamples, count, launch.size))], axis=2)
                         for launch in launches])
-    estimate = float(np.mean([statistic(launch) for launch in launches]))
+    estimate = launch_estimate(launches, statistic)
     replicate = np.arange(resamples)[:, None]
     own = np.broadcast_to(np.arange(count), (resamples, count))
     within = float(np.var(medians[own, replicate, own].mean(axis=1), ddof=1))

@@ -3,7 +3,7 @@ intervals and speedups, scaling efficiency, measured against predicted, fraction
 bound, auto's picks, accuracy, transport health and failures."""
 import pandas as pd
 
-from bench.core.stats import rate_summary, significant, speedup_ci, step_count
+from bench.core.stats import as_launches, launch_estimate, rate_summary, significant, speedup_ci, step_count
 from bench.report.format import (DISCREPANCY_LIMIT, Table, fmt_bytes, fmt_discrepancy, fmt_key, fmt_rate,
                                  fmt_seconds, one_line)
 from bench.report.summary import PS_LAYOUTS, strategy_rank
@@ -116,20 +116,15 @@ def _steps_of(row):
     return steps if isinstance(steps, (list, tuple)) and step_count(steps) >= 3 else None
 
 
-def _rate_summary(row):
-    """``rate_summary`` of the row's kept steps (the figure its throughput cell shows), or None."""
+def shown_rate(row) -> float:
+    """The images/sec a reader sees in the row's throughput cell (``rate_summary``'s estimate: the
+    mean over launches of each launch's median rate) where the row kept its steps, else the row's
+    images/sec. What the speedups and auto's verdict compare, so a table never ranks by one figure
+    and shows another; without ``rate_summary``'s bootstraps, which only the cell's interval needs."""
     steps = _steps_of(row)
     if steps and not is_missing(row.get("images_per_step")):
-        return rate_summary(steps, row["images_per_step"])
-    return None
-
-
-def shown_rate(row) -> float:
-    """The images/sec a reader sees in the row's throughput cell: the mean over launches of each
-    launch's median rate where the row kept its steps, else the row's images/sec. What the
-    speedups and auto's verdict compare, so a table never ranks by one figure and shows another."""
-    s = _rate_summary(row)
-    return s["median"] if s else row["images_per_sec"]
+        return launch_estimate([row["images_per_step"] / launch for launch in as_launches(steps)])
+    return row["images_per_sec"]
 
 
 def _throughput_cell(row, baselines):
@@ -141,8 +136,8 @@ def _throughput_cell(row, baselines):
     if row["strategy"] == "single":  # one batch per step: step-time ratios are not speedups
         baselines = {}
     text = fmt_rate(rate)
-    s = _rate_summary(row)
-    if s:
+    if steps and not is_missing(row.get("images_per_step")):
+        s = rate_summary(steps, row["images_per_step"])
         mark = ONE_LAUNCH if s["launches"] == 1 else ""
         text = (f"{fmt_rate(s['median'])} [{fmt_rate(s['low'])}–{fmt_rate(s['high'])}]{mark} "
                 f"±{fmt_rate(s['jitter'])}")
