@@ -1,7 +1,10 @@
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -92,3 +95,58 @@ def signal_and_wait(proc, pid, sig, timeout=180):
 @pytest.fixture
 def cli():
     return ralp_bench
+
+
+# ---- two test processes on one machine (ci/test runs pytest-xdist) ----------------------------------
+# Why: a test that starts an emulated cluster spends ~40% of its time with the machine idle
+# (ranks importing TensorFlow under one host's CPU cap, ssh and mpirun start-up, waits for a
+# port); two such tests side by side kept 2 cores 87% busy instead of 63% and took 0.69 of the
+# time (test_ssh_hosts + test_model_matrix: 244 s against 351 s one after the other). Tests only
+# check bytes, correctness and errors, never a step time, so a neighbour slows them and
+# changes nothing else; every cluster, CPU group, firewall table and leftover check is
+# scoped by name or by RALP_TEST_TAG. What remains machine-wide is marked ``machine_wide``
+# (pyproject.toml) and runs with no other test beside it.
+
+def _grouped(item) -> bool:
+    """A module's tests go to one test process together (its module-scoped fixtures, often a
+    cluster, are set up once), except the README's blocks: each is its own work and the longest."""
+    return getattr(item, "originalname", None) != "test_readme_command_runs_as_typed"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """README blocks first (the longest pieces of work first: nothing long is left for the end,
+    when one process would run it alone), then every module as collected, each an xdist group."""
+    for item in items:
+        if _grouped(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=_grouped)  # stable: the order within each part stays
+
+
+# One lock file for every test process on this machine (another pytest session included).
+_SHARE = os.path.join(tempfile.gettempdir(), "ralp-bench-tests.lock")
+_TURNSTILE = _SHARE + ".turn"
+
+
+@contextlib.contextmanager
+def machine_share(alone: bool):
+    """A shared hold on the machine for an ordinary test, the whole of it for a ``machine_wide``
+    one. Whoever waits for the whole holds the turnstile meanwhile, so a stream of ordinary
+    tests on the other process cannot keep it waiting for ever."""
+    with open(_TURNSTILE, "a") as turnstile, open(_SHARE, "a") as share:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(share, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(share, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Set-up (module fixtures included), the test and its tear-down, under the machine's lock."""
+    with machine_share(item.get_closest_marker("machine_wide") is not None):
+        yield

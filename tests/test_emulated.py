@@ -269,6 +269,7 @@ def start_holder(name, mode):
     return proc, int(pid)
 
 
+@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_sigkilled_owner_is_cleaned_at_next_bring_up():
     proc, sleeper = start_holder("rtestk", "plain")
     proc.kill()

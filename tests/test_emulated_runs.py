@@ -17,12 +17,14 @@ OK, WHY = can_emulate()
 pytestmark = pytest.mark.skipif(not OK, reason=f"no emulated cluster here: {WHY}")
 
 
-def _our_namespaces():
-    """Namespaces and CPU groups of runs (clusters named ralp<pid>); both must go with the run."""
+def _our_namespaces(driver: int):
+    """Namespaces and CPU groups of the run whose driver is process ``driver`` (its cluster is
+    ralp<pid>, bench/launch/emulated_launcher.py); both must go with the run. Only that run's:
+    other tests may run clusters beside this one (tests/conftest.py)."""
     from bench.launch.cgroups import groups_of
 
-    return ([ns for ns in netns_list() if ns.startswith("ralp")]
-            + [g for g in groups_of() if os.path.basename(g).startswith("ralp-bench-ralp")])
+    name = f"ralp{driver % 100000}"
+    return [ns for ns in netns_list() if ns.startswith(f"{name}-")] + groups_of(name)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_measured_bytes_within_ten_percent_of_the_cost_model(four_worker_rows, s
 
 
 def test_normal_run_leaves_nothing(four_worker_rows):
-    assert _our_namespaces() == []
+    assert _our_namespaces(os.getpid()) == []
     assert our_processes() == []
 
 
@@ -108,7 +110,7 @@ def test_failed_run_leaves_nothing(tmp_path):
     time.sleep(20)
     _, err = signal_and_wait(proc, victim[0], signal.SIGKILL)
     assert proc.returncode == 3 and "rank 3 (worker 1) died" in err, err
-    assert _our_namespaces() == []
+    assert _our_namespaces(proc.pid) == []
     assert our_processes() == []
 
 
@@ -119,7 +121,7 @@ def test_interrupted_run_leaves_nothing(tmp_path):
     _, err = signal_and_wait(proc, proc.pid, signal.SIGINT, timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err
-    assert _our_namespaces() == []
+    assert _our_namespaces(proc.pid) == []
     assert our_processes() == []
     # an interrupted run writes no half result file
     assert not (tmp_path / "results" / "runs").exists() or not list((tmp_path / "results" / "runs").iterdir())

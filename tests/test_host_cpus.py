@@ -88,6 +88,7 @@ def test_cpus_per_host_zero_means_no_cap_and_bad_values_are_refused():
             EmulatedCluster(2, 100e6, name="rtestq", cpus_per_host=bad)
 
 
+@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_groups_of_a_sigkilled_owner_are_removed_at_the_next_bring_up():
     code = ("import time; from bench.launch.emulated_cluster import EmulatedCluster; "
             "c = EmulatedCluster(2, 100e6, name='rtestqk', cpus_per_host=0.5).up(); print('up', flush=True); "
@@ -139,6 +140,7 @@ def test_threads_follow_the_quota():
     assert cg.threads_for(0.25) == 1 and cg.threads_for(1.0) == 1 and cg.threads_for(1.5) == 2
 
 
+@pytest.mark.machine_wide  # the uncapped figure is this machine's whole, and a "calib" group is anybody's
 def test_calibration_is_measured_under_the_quota():
     from bench.driver.calibration import run_capped
 

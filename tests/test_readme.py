@@ -169,6 +169,11 @@ def test_the_parser_keeps_a_block_as_typed():
     assert "serve asv preview" in block.script() and block.source == "README.md:4"
 
 
+def test_each_block_takes_down_the_clusters_it_brings_up():
+    body = "ralp-bench cluster up --hosts 3\nralp-bench cluster up --hosts 2 --ssh --name ralpx --no-link-check\n"
+    assert cluster_names(body) == ["ralp", "ralpx"] and cluster_names("ralp-bench cluster status\n") == []
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     """A copy of the working tree (git history included, for asv), sharing the project's .venv."""
@@ -177,7 +182,6 @@ def scratch(tmp_path_factory):
                     ignore=shutil.ignore_patterns(".venv", ".asv", "__pycache__", ".pytest_cache"))
     (dest / ".venv").symlink_to(ROOT / ".venv")
     yield dest
-    _remove_manual_cluster(dest)
     _install_back_here()
 
 
@@ -199,11 +203,16 @@ def _install_back_here():
     assert _imported_from() == ROOT, f"the venv imports bench from {_imported_from()}, not {ROOT}"
 
 
-def _remove_manual_cluster(cwd):
-    """`cluster up` leaves a cluster for the user; a block that failed half-way must not: every
-    cluster name the README brings up (``--name NAME``, else the default) is taken down."""
-    names = {"ralp"} | set(re.findall(r"cluster up [^\n]*--name (\S+)", README.read_text()))
-    for name in sorted(names):
+def cluster_names(body: str):
+    """The clusters a block brings up with `cluster up` (``--name NAME``, else the default)."""
+    return sorted({m.group(2) or "ralp" for m in re.finditer(r"cluster up([^\n]*?--name (\S+))?", body)})
+
+
+def _remove_manual_clusters(block, cwd):
+    """`cluster up` leaves a cluster for the user; a block that failed half-way must not: the
+    clusters it brings up are taken down after it, its own only (another test process may be
+    running another block's, tests/conftest.py)."""
+    for name in cluster_names(block.body):
         subprocess.run([str(ROOT / ".venv" / "bin" / "ralp-bench"), "cluster", "down", "--name", name], cwd=cwd,
                        capture_output=True, timeout=120)
 
@@ -225,6 +234,8 @@ def test_readme_command_runs_as_typed(block, scratch):
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
         pytest.fail(f"{block.source} still running after {BLOCK_TIMEOUT_S} s:\n{out[-4000:]}")
+    finally:
+        _remove_manual_clusters(block, scratch)
     print(out[-6000:])
     assert proc.returncode == 0, f"{block.source} failed (exit {proc.returncode}):\n{block.body}\n---\n{out[-6000:]}"
     assert "Traceback (most recent call last)" not in out, f"{block.source} printed a traceback:\n{out[-6000:]}"

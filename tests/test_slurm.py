@@ -114,15 +114,22 @@ def test_auto_inside_a_job_says_it_uses_the_allocation(monkeypatch, capsys):
 
 # ---- a real Slurm (root) ----------------------------------------------------------------
 
-def _slurm_pids():
-    """Every process running a Slurm or munge daemon (or a job step), by command name."""
+def _slurm_pids(name=None):
+    """Every process running a Slurm or munge daemon (or a job step), by command name; with
+    ``name``, only cluster ``name``'s: the machines' mounts name its directory (start.sh binds its
+    /etc/slurm from there), and another test's cluster may run beside this one (tests/conftest.py)."""
     found = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/comm") as fh:
-                    if fh.read().strip() in SLURM_COMMS:
-                        found.add(int(pid))
+                    if fh.read().strip() not in SLURM_COMMS:
+                        continue
+                if name is not None:
+                    with open(f"/proc/{pid}/mountinfo") as fh:
+                        if f"/ralp-bench/{name}/" not in fh.read():
+                            continue
+                found.add(int(pid))
             except OSError:
                 continue
     return found
@@ -142,7 +149,7 @@ def _left(name, before_pids):
     with open("/proc/self/mountinfo") as fh:
         mounts = fh.read()
     return {"namespaces": [ns for ns in nx.netns_list() if ns.startswith(f"{name}-")],
-            "daemons": sorted(_slurm_pids() - before_pids), "dir": os.path.exists(f"/run/ralp-bench/{name}"),
+            "daemons": sorted(_slurm_pids(name) - before_pids), "dir": os.path.exists(f"/run/ralp-bench/{name}"),
             "mounts": f"/ralp-bench/{name}/" in mounts}
 
 
@@ -223,7 +230,7 @@ def test_sbatch_runs_the_example_comparison_and_its_rows_are_stored(cluster):
 @needs_slurm
 def test_cluster_down_leaves_no_daemon_namespace_or_file(cluster):
     c, before = cluster
-    assert len(_slurm_pids() - before["pids"]) >= 8  # munged x4, slurmctld + its slurmscriptd, slurmd x3
+    assert len(_slurm_pids(NAME) - before["pids"]) >= 8  # munged x4, slurmctld + its slurmscriptd, slurmd x3
     down = ralp_bench("cluster", "down", "--name", NAME, timeout=60)
     assert down.returncode == 0, down.stderr
     assert _left(NAME, before["pids"]) == NOTHING
@@ -231,6 +238,7 @@ def test_cluster_down_leaves_no_daemon_namespace_or_file(cluster):
 
 
 @needs_slurm
+@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_the_daemons_of_a_killed_owner_are_removed_at_the_next_bring_up():
     from bench.launch.emulated_cluster import EmulatedCluster, destroy_cluster
 

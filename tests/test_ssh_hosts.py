@@ -326,6 +326,7 @@ def test_cluster_down_removes_sshd_namespaces_and_files(cluster):
 
 
 @needs_machines
+@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_a_cluster_directory_without_its_state_is_stale():
     """What a removal cut short between the state file and the directory leaves is removed next time."""
     from bench.launch.cluster_state import cluster_dir, destroy_cluster, find_stale
@@ -340,6 +341,7 @@ def test_a_cluster_directory_without_its_state_is_stale():
 
 
 @needs_machines
+@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_machines_of_a_killed_owner_are_removed_at_the_next_bring_up():
     from bench.launch.emulated_cluster import EmulatedCluster, destroy_cluster
 
