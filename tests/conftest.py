@@ -107,20 +107,29 @@ def cli():
 # scoped by name or by RALP_TEST_TAG. What remains machine-wide is marked ``machine_wide``
 # (pyproject.toml) and runs with no other test beside it.
 
-def _grouped(item) -> bool:
-    """A module's tests go to one test process together (its module-scoped fixtures, often a
-    cluster, are set up once), except the README's blocks: each is its own work and the longest."""
-    return getattr(item, "originalname", None) != "test_readme_command_runs_as_typed"
+README_BLOCK = "::test_readme_command_runs_as_typed["
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """README blocks first (the longest pieces of work first: nothing long is left for the end,
-    when one process would run it alone), then every module as collected, each an xdist group."""
-    for item in items:
-        if _grouped(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items.sort(key=_grouped)  # stable: the order within each part stays
+    """README blocks first: the longest pieces of work first, so that nothing long is left for
+    the end, when one process would run it alone (the sort is stable: the rest stays in order)."""
+    items.sort(key=lambda item: README_BLOCK not in item.nodeid)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """A module's tests go to one test process together (its module-scoped fixtures, often a
+    cluster with a fixed name, are set up once), except the README's blocks: each is its own
+    piece of work. In the order collected (above), not xdist's by number of tests per module.
+    (xdist's own --dist loadgroup renames nodeids, which pytest 9.2 ignores: it split modules.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndBlocks(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return nodeid if README_BLOCK in nodeid else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False
+    return ModulesAndBlocks(config, log)
 
 
 # One lock file for every test process on this machine (another pytest session included).
