@@ -97,15 +97,16 @@ def cli():
     return ralp_bench
 
 
-# ---- two test processes on one machine (ci/test runs pytest-xdist) ----------------------------------
-# Why: a test that starts an emulated cluster spends ~40% of its time with the machine idle
-# (ranks importing TensorFlow under one host's CPU cap, ssh and mpirun start-up, waits for a
-# port); two such tests side by side kept 2 cores 87% busy instead of 63% and took 0.69 of the
-# time (test_ssh_hosts + test_model_matrix: 244 s against 351 s one after the other). Tests only
-# check bytes, correctness and errors, never a step time, so a neighbour slows them and
-# changes nothing else; every cluster, CPU group, firewall table and leftover check is
-# scoped by name or by RALP_TEST_TAG. What remains machine-wide is marked ``machine_wide``
-# (pyproject.toml) and runs with no other test beside it.
+# ---- several test processes on one machine (ci/test runs three, with pytest-xdist) -------------------
+# Why: a test that starts an emulated cluster leaves the machine ~40% idle (ranks importing
+# TensorFlow under one host's CPU cap, ssh and mpirun start-up, waits for a port). Measured on
+# this 2-core VM: test_ssh_hosts + test_model_matrix one after the other 351 s (cores 63% busy),
+# side by side 244 s (87%); the whole suite from a fresh clone 38 min 47 s in one process
+# (2026-12-06), 21 min 40 s in two, 20 min 37 s in three (cores ~95% busy: the CPU is now
+# what limits). Tests check bytes, correctness and errors, never a step time, so a neighbour
+# slows them and changes nothing else; every cluster, CPU group, firewall table and leftover
+# check is scoped by name or by RALP_TEST_TAG. What remains machine-wide is marked
+# ``machine_wide`` (pyproject.toml) and runs with no other test beside it.
 
 README_BLOCK = "::test_readme_command_runs_as_typed["
 
