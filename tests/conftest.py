@@ -134,16 +134,15 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 # One lock file for every test process on this machine (another pytest session included).
-_SHARE = os.path.join(tempfile.gettempdir(), "ralp-bench-tests.lock")
-_TURNSTILE = _SHARE + ".turn"
+_SHARE = os.path.join(tempfile.gettempdir(), "ralp-bench-tests.lock")  # and its turnstile, + ".turn"
 
 
 @contextlib.contextmanager
-def machine_share(alone: bool):
+def machine_share(alone: bool, path: str = _SHARE):
     """A shared hold on the machine for an ordinary test, the whole of it for a ``machine_wide``
     one. Whoever waits for the whole holds the turnstile meanwhile, so a stream of ordinary
-    tests on the other process cannot keep it waiting for ever."""
-    with open(_TURNSTILE, "a") as turnstile, open(_SHARE, "a") as share:
+    tests in the other processes cannot keep it waiting for ever."""
+    with open(path + ".turn", "a") as turnstile, open(path, "a") as share:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(share, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
