@@ -42,8 +42,13 @@ def _stop_on_signals():
     are set here, SIGINT to KeyboardInterrupt, SIGTERM to SystemExit(143)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _interrupt(signum, frame):
+    """Ctrl-C: KeyboardInterrupt, recorded first, since Python may drop it (processes.interrupted)."""
+    raise processes.interrupted(KeyboardInterrupt())
 
 
 class Terminated(SystemExit):
@@ -52,7 +57,7 @@ class Terminated(SystemExit):
 
 def _exit_on_sigterm(signum, frame):
     print("ralp-bench: terminated", file=sys.stderr)
-    raise Terminated(128 + signum)
+    raise processes.interrupted(Terminated(128 + signum))
 
 
 def main(argv=None):

@@ -144,3 +144,27 @@ def test_what_this_process_started_is_stopped_even_without_its_popen():
         if leader.poll() is None:  # a failed check above: stop what it started, as stop_started would
             processes.stop(lambda: processes.session_members(leader.pid), grace_s=0.5)
         leader.wait(timeout=10)
+
+
+# Ctrl-C lands while processes.popen forks: its preexec_fn makes subprocess run Python's at-fork
+# callbacks, and Python runs the handler inside one (here one that signals, as a real Ctrl-C would
+# arrive then), prints "Exception ignored" and drops the KeyboardInterrupt.
+_DROPPED = """
+import os, signal, subprocess, sys, time
+from bench import cli
+from bench.launch import processes
+cli._stop_on_signals()
+os.register_at_fork(after_in_parent=lambda: [os.kill(os.getpid(), signal.SIGINT), time.sleep(0.5)])
+processes.popen([sys.executable, "-c", "pass"]).wait()
+print("Popen returned", flush=True)
+try:
+    processes.raise_if_interrupted()
+except KeyboardInterrupt:
+    print("raised again", flush=True)
+"""
+
+
+def test_an_interrupt_python_dropped_while_forking_is_raised_again():
+    out = subprocess.run([sys.executable, "-c", _DROPPED], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "KeyboardInterrupt" in out.stderr and "Exception ignored" in out.stderr, out.stderr  # the premise
+    assert out.stdout.split("\n")[:2] == ["Popen returned", "raised again"], (out.stdout, out.stderr)

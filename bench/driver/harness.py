@@ -20,6 +20,7 @@ from bench.core.stats import interleaved
 from bench.core.strategy_specs import spec_of
 from bench.driver.planning import (bound, check_head_shards, check_hierarchical, predict, priced, priced_with, pricing,
                                    resolve)
+from bench.launch import processes
 from bench.launch.base import Launcher, run_mpirun
 from bench.launch.cpu_steal import cpu_times, steal_share
 from bench.rank.result import RankResult, ResultReceiver
@@ -171,6 +172,7 @@ def run_many(configs: List[RunConfig], launcher: Launcher, progress=None, echo: 
     (a noisy neighbour, a warming machine) then hits every strategy alike."""
     rows = []
     for index, cfg in enumerate(interleaved(configs, repeats)):
+        processes.raise_if_interrupted()  # one the last configuration's start dropped (processes.interrupted)
         row = run_one(cfg, launcher, on_progress=progress.callback(cfg) if progress else None, echo=echo)
         rows.append({**row, "repeat": index // max(1, len(configs))})
         if progress:

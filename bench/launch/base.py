@@ -210,6 +210,7 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
     finished_at = None
     try:
         while proc.poll() is None:
+            processes.raise_if_interrupted()
             if len(phases) < world and time.monotonic() - started > STARTUP_S:
                 _stop_launch(proc)
                 reader.join(5)

@@ -19,10 +19,32 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Iterable, List
+from typing import Callable, Iterable, List, Optional
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+# The interrupt (Ctrl-C, SIGTERM) whose exception Python may have dropped: a signal's handler runs
+# wherever the main thread is, at-fork callbacks included (logging's lock release as subprocess
+# forks), where what it raises is printed ("Exception ignored in: <function _releaseLock>") and
+# lost. A sweep ran on to its end after Ctrl-C that way (fresh-clone suite, 2026-12-06). The
+# driver's handlers record the exception here before raising it (bench/cli.py); the loops that
+# wait, on a launch and between configurations, raise it again.
+_interrupt: Optional[BaseException] = None
+
+
+def interrupted(exc: BaseException) -> BaseException:
+    """Record ``exc``, the exception a signal handler is about to raise, and return it."""
+    global _interrupt
+    _interrupt = exc
+    return exc
+
+
+def raise_if_interrupted():
+    """Raise the recorded interrupt again, in case it was dropped where it was first raised."""
+    if _interrupt is not None:
+        raise _interrupt
 
 
 def popen(argv, **popen_kwargs) -> subprocess.Popen:
