@@ -18,12 +18,12 @@ pytestmark = pytest.mark.skipif(not OK, reason=f"no emulated cluster here: {WHY}
 
 
 def _our_namespaces(driver: int):
-    """Namespaces and CPU groups of the run whose driver is process ``driver`` (its cluster is
-    ralp<pid>, bench/launch/emulated_launcher.py); both must go with the run. Only that run's:
-    other tests may run clusters beside this one (tests/conftest.py)."""
+    """Namespaces and CPU groups of the run whose driver is process ``driver``; both must go with
+    the run. Only that run's: other tests may run clusters beside this one (tests/conftest.py)."""
     from bench.launch.cgroups import groups_of
+    from bench.launch.emulated_launcher import run_cluster_name
 
-    name = f"ralp{driver % 100000}"
+    name = run_cluster_name(driver)
     return [ns for ns in netns_list() if ns.startswith(f"{name}-")] + groups_of(name)
 
 

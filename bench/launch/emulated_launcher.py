@@ -14,14 +14,19 @@ from bench.launch.emulated_cluster import EmulatedCluster
 from ralp.links import LinkSpec
 
 
+def run_cluster_name(driver: int) -> str:
+    """The cluster of the run whose driver is process ``driver``: one name per process, so two
+    runs on one machine never collide."""
+    return f"ralp{driver % 100000}"
+
+
 class EmulatedLauncher(Launcher):
     mode = "emulated"
 
     def __init__(self, workers: int, ps: int, link: Union[LinkSpec, float], name: Optional[str] = None,
                  cpus_per_host: Optional[float] = None, link_check: bool = True):
         """``link``: the cluster's LinkSpec (a bare number: every NIC at that many bit/s)."""
-        # One cluster name per process, so two runs on one machine never collide.
-        name = name or f"ralp{os.getpid() % 100000}"
+        name = name or run_cluster_name(os.getpid())
         self.link = link if isinstance(link, LinkSpec) else LinkSpec(float(link))
         self.cluster = EmulatedCluster(ps + workers, self.link.worker_bps, self.link.latency_s, self.link.ps_bps,
                                        name=name, cpus_per_host=cpus_per_host)
