@@ -4,6 +4,7 @@ Correctness, not speed: with the same seed and data, sync PS, Horovod and RALP
 at 2 workers must end at the parameters that single-process SGD on the global
 batch reaches; a worker that dies must end the run with an error naming it.
 """
+import re
 import signal
 import time
 
@@ -132,7 +133,8 @@ def test_killed_worker_ends_run_with_named_rank(tmp_path):
     time.sleep(25)  # let training get going
     _, err = signal_and_wait(proc, victim[0], signal.SIGKILL)
     assert proc.returncode == 3, err
-    assert "rank 3 (worker 1) died (SIGKILL)" in err
+    # "is gone": Open MPI lost its own notice of the death, which the chief's error names instead
+    assert re.search(r"rank 3 \(worker 1\) (died \(SIGKILL\)|is gone)", err), err
     assert "Traceback" not in err
     time.sleep(1)
     assert our_processes() == []

@@ -120,6 +120,27 @@ def test_a_rank_that_raised_is_named_with_its_exception():
         "Graph execution error: Timed out waiting 30000ms for recv operation to complete")
 
 
+def test_a_rank_whose_death_mpirun_did_not_report_is_named_from_the_chiefs_error():
+    """Open MPI 4.1 sometimes loses its own "exited on signal" notice (it prints an ORTE_ERROR_LOG
+    from show_help.c instead; once in a suite, rank 3 SIGKILLed): the chief's gRPC error still
+    names the task it could no longer reach, which the layout turns into a rank."""
+    from bench.launch.base import diagnose
+    from bench.core.roles import RankLayout
+
+    chief = ("[1,0]<stderr>:  File \"/w/strategies/ps.py\", line 60, in train_step\n"
+             "tensorflow.python.framework.errors_impl.UnavailableError: failed to connect to all addresses\n"
+             "Additional GRPC error information from remote target /job:worker/replica:0/task:1/device:CPU:0 "
+             "while calling /tensorflow.eager.EagerService/Enqueue:\n:{\"created\":\"@1796551011.500733763\"}\n")
+    lost = ("[vm:01234] [[70582,0],0] ORTE_ERROR_LOG: Data unpack had inadequate space in file "
+            "../../../orte/util/show_help.c at line 513\n")
+    assert diagnose(chief + lost, RankLayout(2, 1)) == (
+        "rank 3 (worker 1) is gone: TensorFlow could not reach it (failed to connect to all addresses)")
+    # colocated: worker 1 is rank 4; a layout without that task falls back to mpirun's own lines
+    assert diagnose(chief + lost, RankLayout(2, 2, colocated=True)).startswith("rank 4 (worker 1) is gone")
+    assert diagnose(chief + lost, RankLayout(1, 1)).startswith("mpirun failed: ")
+    assert diagnose(chief + lost, RankLayout(2, 1, tf=False)).startswith("mpirun failed: ")
+
+
 def test_gloo_waits_as_long_as_the_harness_watchdog():
     """Gloo's per-operation limit (30 s by default) failed VGG-16's 411 MB broadcast on a 105.7 Mbit/s
     link (~32 s at line rate); it now follows the watchdog's warm-up window, never below 30 s."""

@@ -15,6 +15,7 @@ A horovod run may also be launched in the TF layout (``auto`` must be able to
 pick any plan inside one launch); ranks 0..S then sit the run out.
 """
 from dataclasses import dataclass
+from typing import Optional
 
 from bench.core.errors import UserError
 from bench.core.strategy_specs import spec_of
@@ -79,6 +80,11 @@ class RankLayout:
     def describe(self, rank: int) -> str:
         """'rank 3 (worker 1)', for error messages about a rank that died."""
         return describe_rank(rank, self.world, self.workers, self.ps, self.colocated)
+
+    def rank_of(self, job: str, index: int) -> Optional[int]:
+        """The rank that holds task ``index`` of ``job`` (TensorFlow's own name for a rank, which
+        its errors use), or None where this layout has no such task."""
+        return next((rank for rank in range(self.world) if self.role(rank) == Role(job, index)), None)
 
 
 def describe_rank(rank: int, world: int, workers: int, ps: int, colocated: bool = False) -> str:

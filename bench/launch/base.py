@@ -128,6 +128,9 @@ _ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
 # (a Gloo timeout, a lost peer) is logged above or below it by Horovod or the transport.
 _CAUSE = re.compile(r"(?:uncaught exception: |\] )?((?:Timed out|Connection (?:reset|refused|closed)|Read error|"
                     r"Broken pipe)[^\n]*)")
+# TensorFlow's gRPC error where a peer task no longer answers: the task is named, in TF's terms.
+_UNREACHABLE = re.compile(r"UnavailableError: ([^\n]*)\nAdditional GRPC error information from remote target "
+                          r"/job:(\w+)/replica:\d+/task:(\d+)")
 _RAISED = re.compile(r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exhausted)\b:? .*)$", re.M)
 
 
@@ -156,6 +159,13 @@ def diagnose(output: str, layout: RankLayout) -> str:
             last = f"{last} {cause[0].strip()[:200]}".strip()
         return (f"{layout.describe(int(m.group(1)))} exited with code {m.group(2)}"
                 + (f"; last error: {last}" if last else ""))
+    m = _UNREACHABLE.search(output) if layout.tf else None
+    rank = layout.rank_of(m.group(2), int(m.group(3))) if m else None
+    if rank is not None:
+        # mpirun's own notice of a dead rank is sometimes lost (Open MPI 4.1 prints "ORTE_ERROR_LOG:
+        # Data unpack had inadequate space ... show_help.c" in its place); the chief's failed call
+        # to the task that vanished still names it.
+        return f"{layout.describe(rank)} is gone: TensorFlow could not reach it ({m.group(1).strip()[:200]})"
     tail = [line for line in output.splitlines() if line.strip()][-3:]
     return "mpirun failed: " + " | ".join(tail)
 
