@@ -20,6 +20,7 @@ from bench.launch import netns as nx
 from bench.launch.emulated_cluster import (STATE_DIR, EmulatedCluster, cluster_namespaces, destroy_cluster,
                                            find_stale, read_states)
 from bench.launch.nic import nic_counters
+from tests.conftest import no_bring_up_meanwhile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -269,13 +270,13 @@ def start_holder(name, mode):
     return proc, int(pid)
 
 
-@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_sigkilled_owner_is_cleaned_at_next_bring_up():
     proc, sleeper = start_holder("rtestk", "plain")
-    proc.kill()
-    proc.wait()
-    assert "rtestk" in find_stale()
-    with EmulatedCluster(1, 1e9, name="rtest"):
+    with no_bring_up_meanwhile():
+        proc.kill()
+        proc.wait()
+        assert "rtestk" in find_stale()
+    with EmulatedCluster(1, 1e9, name="rtest"):  # the next bring-up: this one, or another test process's
         assert_gone("rtestk")
     assert pid_gone(sleeper)
 

@@ -25,7 +25,7 @@ from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch import ssh_hosts
 from bench.rank.result import COPIES, ResultReceiver, result_lines
-from tests.conftest import ROOT, ralp_bench
+from tests.conftest import ROOT, no_bring_up_meanwhile, ralp_bench
 
 PY = sys.executable
 NAME = "sshtest"
@@ -326,14 +326,14 @@ def test_cluster_down_removes_sshd_namespaces_and_files(cluster):
 
 
 @needs_machines
-@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_a_cluster_directory_without_its_state_is_stale():
     """What a removal cut short between the state file and the directory leaves is removed next time."""
     from bench.launch.cluster_state import cluster_dir, destroy_cluster, find_stale
 
-    os.makedirs(os.path.join(cluster_dir("sshto"), "ssh"))
     try:
-        assert "sshto" in find_stale()  # what every bring-up removes (destroy_cluster: leave others' alone)
+        with no_bring_up_meanwhile():
+            os.makedirs(os.path.join(cluster_dir("sshto"), "ssh"))
+            assert "sshto" in find_stale()  # what every bring-up removes (destroy_cluster: leave others' alone)
         destroy_cluster("sshto")
         assert not os.path.exists(cluster_dir("sshto")) and "sshto" not in find_stale()
     finally:
@@ -341,7 +341,6 @@ def test_a_cluster_directory_without_its_state_is_stale():
 
 
 @needs_machines
-@pytest.mark.machine_wide  # another bring-up beside it would remove the stale cluster first
 def test_machines_of_a_killed_owner_are_removed_at_the_next_bring_up():
     from bench.launch.emulated_cluster import EmulatedCluster, destroy_cluster
 
@@ -360,11 +359,12 @@ def _kill_the_owner_then_bring_up_another(EmulatedCluster):
         assert owner.stdout.readline().strip() == "up"
         assert _gone("sshtk")["sshd"]
     finally:
-        os.kill(owner.pid, signal.SIGKILL)
-        owner.wait()
-    left = _gone("sshtk")
+        with no_bring_up_meanwhile():
+            os.kill(owner.pid, signal.SIGKILL)
+            owner.wait()
+            left = _gone("sshtk")
     assert left["sshd"] and left["namespaces"] and left["dir"]  # a SIGKILL leaves the machines running...
-    with EmulatedCluster(1, 100e6, name="sshtl"):  # ...until the next bring-up
+    with EmulatedCluster(1, 100e6, name="sshtl"):  # ...until the next bring-up (this one, or a neighbour's)
         pass
     assert _gone("sshtk") == NOTHING and _gone("sshtl") == NOTHING
 
