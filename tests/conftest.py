@@ -103,21 +103,23 @@ def cli():
 # this 2-core VM: test_ssh_hosts + test_model_matrix one after the other 351 s (cores 63% busy),
 # side by side 244 s (87%); the whole suite from a fresh clone 38 min 47 s in one process
 # (2026-12-06), 21 min 40 s in two, 20 min 37 s in three (cores ~95% busy: the CPU is now
-# what limits). Tests check bytes, correctness and errors, never a step time, so a neighbour
+# what limits; on a later VM of the same kind whose cores ran Python half as fast, 42 min, then
+# 36 min with the longest modules first and no test but one that stops the others). Tests check bytes, correctness and errors, never a step time, so a neighbour
 # slows them and changes nothing else; every cluster, CPU group, firewall table and leftover
 # check is scoped by name or by RALP_TEST_TAG. What remains machine-wide is marked
 # ``machine_wide`` (pyproject.toml) and runs with no other test beside it.
 
 README_BLOCK = "::test_readme_command_runs_as_typed["
 # Seconds each of the longest modules took (its tests' set-up, call and tear-down summed; fresh
-# clone, three processes, 2026-12-06): the order they are handed out in, longest first. Alphabetical
-# order left test_ssh_hosts, test_user_models and test_wheel for the end of the suite, one process
-# running them with the other two idle. A module not listed counts as short; a stale figure only
-# changes the order, never what runs.
+# clone, three processes, `./ci/test --durations=0`, 2026-12-06): the order they are handed out in,
+# longest first. Alphabetical order left test_ssh_hosts, test_user_models and test_wheel for the
+# end of the suite, one process running them with the other two idle. A module not listed counts
+# as short; a stale figure only changes the order, never what runs.
 MODULE_SECONDS = {
-    "test_model_matrix": 600, "test_distributed": 450, "test_compression_runs": 370, "test_ssh_hosts": 330,
-    "test_firewall": 290, "test_wheel": 280, "test_emulated_runs": 270, "test_accuracy": 230,
-    "test_user_models": 180, "test_slurm": 160, "test_sweep": 100, "test_browser": 80, "test_errors": 50,
+    "test_model_matrix": 790, "test_ssh_hosts": 417, "test_distributed": 407, "test_compression_runs": 340,
+    "test_wheel": 329, "test_user_models": 310, "test_emulated_runs": 246, "test_firewall": 238,
+    "test_accuracy": 154, "test_slurm": 118, "test_sweep": 95, "test_hybrid": 95, "test_browser": 69,
+    "test_models": 54, "test_host_cpus": 54, "test_analyzer": 54,
 }
 
 
