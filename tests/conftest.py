@@ -104,8 +104,9 @@ def cli():
 # side by side 244 s (87%); the whole suite from a fresh clone 38 min 47 s in one process
 # (2026-12-06), 21 min 40 s in two, 20 min 37 s in three (cores ~95% busy: the CPU is now
 # what limits; on a later VM of the same kind whose cores ran Python half as fast, 42 min, then
-# 36 min with the longest modules first and no test but one that stops the others). Tests check bytes, correctness and errors, never a step time, so a neighbour
-# slows them and changes nothing else; every cluster, CPU group, firewall table and leftover
+# 36 min with the longest modules first and no test but one that stops the others). Tests
+# check bytes, correctness and errors, never a step time, so a neighbour slows them and
+# changes nothing else; every cluster, CPU group, firewall table and leftover
 # check is scoped by name or by RALP_TEST_TAG. What remains machine-wide is marked
 # ``machine_wide`` (pyproject.toml) and runs with no other test beside it.
 
