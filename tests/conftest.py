@@ -178,9 +178,8 @@ def no_bring_up_meanwhile():
     (bench/launch/cluster_state.py): a test that kills a cluster's owner sees what the kill left
     before another test process's bring-up removes it. Call nothing inside that takes it too
     (a bring-up, destroy_cluster): the lock is a flock, not re-entrant."""
-    from bench.launch.cluster_state import STATE_DIR
-    from bench.store.dirlock import dir_lock
-    with dir_lock(STATE_DIR):
+    from bench.launch.cluster_state import state_lock
+    with state_lock():
         yield
 
 

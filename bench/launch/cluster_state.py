@@ -37,7 +37,7 @@ def _agent_path(name):
     return os.path.join(STATE_DIR, f"{name}-rsh-agent.sh")
 
 
-def _state_lock():
+def state_lock():
     """Serialise bring-up and cleanup across processes (one flock on the state dir)."""
     return dir_lock(STATE_DIR)
 
@@ -133,13 +133,13 @@ def remove_cluster(name):
 
 def destroy_cluster(name):
     """remove_cluster under the cross-process lock (for `cluster down`)."""
-    with _state_lock():
+    with state_lock():
         return remove_cluster(name)
 
 
 def cleanup_stale(names=()):
     """Remove every stale cluster (see find_stale); returns their names."""
-    with _state_lock():
+    with state_lock():
         stale = find_stale(names)
         for name in stale:
             remove_cluster(name)

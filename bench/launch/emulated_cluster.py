@@ -39,7 +39,7 @@ from bench.core.errors import UserError
 from bench.launch import cgroups as cg
 from bench.launch import netns as nx
 from bench.launch.cluster_state import (BRIDGE, STATE_DIR, _agent_path, _process_start_time,  # noqa: F401
-                                        _state_lock, _state_path, cleanup_stale, cluster_namespaces,
+                                        state_lock, _state_path, cleanup_stale, cluster_namespaces,
                                         destroy_cluster, find_stale, owner_alive, read_states, remove_cluster)
 
 SUBNET = "10.213.0.0/24"
@@ -167,7 +167,7 @@ class EmulatedCluster:
         ok, reason = nx.can_emulate()
         if not ok:
             raise UserError(reason)
-        with _state_lock():
+        with state_lock():
             for stale in find_stale(names=(self.name,)):
                 remove_cluster(stale)
             existing = read_states().get(self.name)
@@ -274,7 +274,7 @@ class EmulatedCluster:
 
     def down(self):
         """Kill processes inside the hosts and delete every namespace (and with them veths, qdiscs)."""
-        with self._signals_deferred(), _state_lock():
+        with self._signals_deferred(), state_lock():
             survivors = remove_cluster(self.name)
         self.is_up = False
         if survivors:
