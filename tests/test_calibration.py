@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -25,6 +26,7 @@ MODEL_FIGURES = {"full_s": 0.125}  # a run's model timing, as the capped subproc
 def cache(tmp_path, monkeypatch):
     """A private cache: this process through ``CACHE``, subprocesses through ``$RALP_CACHE``."""
     monkeypatch.setenv("RALP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("RALP_CALIBRATION_CACHE")  # the suite's own cache (tests/conftest.py): here the default path
     monkeypatch.setattr(calibration, "CACHE", tmp_path / "cache" / "calibration.json")
     return calibration.CACHE
 
@@ -42,11 +44,24 @@ def _seed_model_timing(cores):
     return key, calibration._cached(key, lambda: dict(MODEL_FIGURES))
 
 
-def test_the_cache_path_follows_ralp_cache(tmp_path):
+def test_the_cache_path_follows_ralp_cache_unless_ralp_calibration_names_the_file(tmp_path):
     code = "import bench.driver.calibration as c; print(c.CACHE)"
-    env = {**os.environ, "RALP_CACHE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
-    assert out.stdout.strip() == str(tmp_path / "calibration.json"), out.stderr
+    env = {k: v for k, v in os.environ.items() if k != "RALP_CALIBRATION_CACHE"}
+    for extra, expected in (({"RALP_CACHE": str(tmp_path)}, tmp_path / "calibration.json"),
+                            ({"RALP_CACHE": str(tmp_path), "RALP_CALIBRATION_CACHE": str(tmp_path / "other.json")},
+                             tmp_path / "other.json")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, **extra},
+                             cwd=ROOT, timeout=60)
+        assert out.stdout.strip() == str(expected), out.stderr
+
+
+def test_the_suite_never_writes_the_users_calibration_cache():
+    """Every process of the suite inherits RALP_CALIBRATION_CACHE (tests/conftest.py), a file of the suite's own."""
+    from bench.driver import calibration
+
+    users = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
+    assert Path(os.environ["RALP_CALIBRATION_CACHE"]).parent.name == "tests"
+    assert calibration.CACHE == Path(os.environ["RALP_CALIBRATION_CACHE"]) != users
 
 
 def test_analyze_local_and_run_keep_each_others_entries(cache):

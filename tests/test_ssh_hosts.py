@@ -391,7 +391,8 @@ def test_compute_is_calibrated_on_a_worker_host_and_predicts_the_step_from_the_l
                 "--network", machines.subnet, "--bandwidth", "1gbit", "--strategy", "ps", "--model", "alexnet_cifar",
                 "--workers", "2", "--steps", "6", "--batch-size", "32", "--results", os.path.join(shared, "results"),
                 "--quiet"]
-        env = {**os.environ, "RALP_CACHE": os.path.join(shared, "cache")}
+        env = {**{k: v for k, v in os.environ.items() if k != "RALP_CALIBRATION_CACHE"},  # the default path under it
+               "RALP_CACHE": os.path.join(shared, "cache")}
         proc = subprocess.run(machines.enter_argv("login", argv), capture_output=True, text=True, timeout=600,
                               cwd=ROOT, env=env)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

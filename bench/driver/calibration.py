@@ -10,7 +10,7 @@ each host is capped at ``cpus_per_host`` cores, so the figures must be
 measured under that same cap, not on the whole machine, or every compute
 term is off by the ratio of the two. Two measurements, each cached per quota
 in ``$RALP_CACHE/calibration.json`` (default ``~/.cache/ralp-bench``, the
-directory ci/setup.sh caches its wheels in):
+directory ci/setup.sh caches its wheels in; ``$RALP_CALIBRATION_CACHE`` names another file):
 - ``hardware_under(cores)``: conv and matmul FLOP/s (short TensorFlow
   micro-benchmarks) plus one memory-bound pass (``m = a*m + g`` over 4 M
   floats: the unit in which gradient aggregation and updates are priced);
@@ -58,7 +58,10 @@ from ralp.cut import split_model
 from ralp.hardware import hardware_from_measurement, load_hardware
 from strategies.base import loss_fn
 
-CACHE = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
+# $RALP_CALIBRATION_CACHE names the file itself: the test suite points it at a cache of its own, so
+# figures measured while three test processes share the cores never price a user's later run.
+CACHE = Path(os.environ.get("RALP_CALIBRATION_CACHE")
+             or Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json")
 PASS_ELEMENTS = 4 * 1024 * 1024
 # Starts the line that carries the program's JSON: mpirun may prefix a rank's lines or put a
 # daemon's warning before them, so the driver looks for this, not for a line starting with "{".
