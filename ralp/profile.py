@@ -122,6 +122,21 @@ class ModelProfile:
         tower = self.tower_layers(cut)
         return sum(l.dense_flops for l in self.layers if l.name not in tower)
 
+    def to_json(self) -> Dict:
+        """Every field as JSON types (bench/driver/profile_cache.py keeps zoo models' profiles on disk)."""
+        return {"name": self.name, "input_shape": list(self.input_shape),
+                "layers": [{**vars(l), "weight_sizes": list(l.weight_sizes)} for l in self.layers],
+                "cut_points": list(self.cut_points), "notes": list(self.notes), "created": list(self.created),
+                "tower_layers": {cut: sorted(names) for cut, names in self._tower_layers.items()}}
+
+    @classmethod
+    def from_json(cls, data: Dict) -> "ModelProfile":
+        """The profile ``to_json`` gave, equal to it field by field."""
+        return cls(data["name"], tuple(data["input_shape"]),
+                   [LayerProfile(**{**l, "weight_sizes": tuple(l["weight_sizes"])}) for l in data["layers"]],
+                   list(data["cut_points"]), list(data["notes"]), list(data["created"]),
+                   {cut: frozenset(names) for cut, names in data["tower_layers"].items()})
+
 
 # ----------------------------------------------------------------------------- graph access
 

@@ -21,9 +21,10 @@ from bench.core.horovod_settings import HIERARCHICAL_NEEDS_NCCL
 from bench.core.strategy_specs import AUTO, SPECS, spec_of
 from bench.driver import calibration
 from bench.driver.calibration import model_timing, resolve_hardware
+from bench.driver.profile_cache import cached_profile
 from bench.models import get_model
 from bench.models.build import settled_spec
-from bench.models.sources import format_shape, model_digest
+from bench.models.sources import format_shape, get_spec, model_digest
 from bench.store.environment import horovod_nccl_code
 from ralp.analyzer import analyze
 from ralp.cost_model import STRATEGIES, ModelTiming, predict as cost_predict
@@ -47,8 +48,10 @@ class RunPlan:
 
 @lru_cache(maxsize=16)
 def model_profile(model):
-    """The profile of a model: a zoo name or any ModelSpec (a user's model, --input-shape...)."""
-    return profile_built(lambda: get_model(model))
+    """The profile of a model: a zoo name or any ModelSpec (a user's model, --input-shape...);
+    a zoo model's from the disk cache where an earlier process profiled it (profile_cache.py)."""
+    spec = get_spec(model) if isinstance(model, str) else model
+    return cached_profile(spec, lambda: profile_built(lambda: get_model(spec)))
 
 
 def settle_model(cfg: RunConfig) -> RunConfig:
