@@ -21,6 +21,7 @@ from bench.driver.planning import resolve
 from bench.models.build import settled_spec
 from bench.models.sources import check_digest
 from bench.rank import main as rank_main
+from bench.rank import scratch
 from strategies.base import Shards
 
 
@@ -47,6 +48,7 @@ def load_shards(cfg: RunConfig):
 
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    scratch.enter()  # before anything is traced: autograph's files go there (bench/rank/scratch.py)
     try:
         cfg = parse(argv)
         return rank_main.run_rank(cfg, resolve, load_shards)
@@ -65,6 +67,7 @@ def main(argv=None):
 
 def _abort(code):
     """One rank's error must end every rank, not leave them waiting."""
+    scratch.remove()
     try:
         from mpi4py import MPI
 

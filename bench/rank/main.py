@@ -24,6 +24,7 @@ from bench.core.roles import RankLayout, Role, role_of
 from bench.core.strategy_specs import spec_of
 from bench.rank.gpu import choose_gpu, host_gpus
 from bench.rank.hvd_init import gloo_timeout_s, init_horovod
+from bench.rank import scratch
 from bench.rank.result import result_lines
 from bench.rank.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
                                    start_server, thread_counts)
@@ -47,6 +48,7 @@ def _finish(code: int = 0):
     sys.stdout.flush()
     sys.stderr.flush()
     MPI.Finalize()
+    scratch.remove()  # no atexit handler runs after os._exit
     os._exit(code)
 
 

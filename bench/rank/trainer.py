@@ -16,6 +16,7 @@ import numpy as np
 
 from bench.core.config import RunConfig
 from bench.core.stats import precise_enough
+from bench.rank import scratch
 from bench.rank.result import RankResult
 from bench.rank.tf_cluster import TrafficMeter, polite_allgather
 from strategies.base import Strategy
@@ -43,6 +44,7 @@ class Watchdog:
             if self.deadline is not None and time.monotonic() > self.deadline:
                 print(f"ralp-bench: error: {self.what} exceeded its {self.limit_s:g}s limit; "
                       f"a rank is hung or too slow (raise --step-timeout)", file=sys.stderr, flush=True)
+                scratch.remove()
                 threading.Timer(15.0, os._exit, (5,)).start()  # if MPI_Abort itself hangs
                 self.comm.Abort(5)
 
