@@ -38,7 +38,7 @@ def _browser_paths():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     binary, driver_path = _browser_paths()
     if not (binary and driver_path):
         missing = "chromium" if not binary else "chromedriver"
@@ -56,7 +56,12 @@ def browser():
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1400,1800"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    # Chromium makes its singleton socket's directory in $TMPDIR and leaves it after quit(): one
+    # org.chromium.Chromium.* per session in /tmp. Its own temporary directory keeps /tmp clean.
+    scratch = tmp_path_factory.mktemp("chromium")
+    options.add_argument(f"--user-data-dir={scratch / 'profile'}")
+    service = Service(executable_path=driver_path, env={**os.environ, "TMPDIR": str(scratch)})
+    driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(60)
     yield driver
     driver.quit()
