@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.cache import cache_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Every process this test session starts inherits the tag, so checks for left-over
@@ -24,8 +26,7 @@ os.environ["RALP_TEST_TAG"] = TEST_TAG
 # not measure again). They are measured while the suite's processes share the cores, and in the
 # user's cache they priced the next `./ci/main`: run after the suite, its predictions were built on
 # figures measured under the suite's load.
-os.environ["RALP_CALIBRATION_CACHE"] = str(Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench")
-                                     / "tests" / "calibration.json")
+os.environ["RALP_CALIBRATION_CACHE"] = str(cache_dir() / "tests" / "calibration.json")
 
 
 def _environ(pid):

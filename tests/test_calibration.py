@@ -17,6 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 import bench.driver.calibration as calibration  # noqa: E402
+from bench.core.cache import cache_dir  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 MODEL_FIGURES = {"full_s": 0.125}  # a run's model timing, as the capped subprocess reports it
@@ -59,7 +60,7 @@ def test_the_suite_never_writes_the_users_calibration_cache():
     """Every process of the suite inherits RALP_CALIBRATION_CACHE (tests/conftest.py), a file of the suite's own."""
     from bench.driver import calibration
 
-    users = Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json"
+    users = cache_dir() / "calibration.json"
     assert Path(os.environ["RALP_CALIBRATION_CACHE"]).parent.name == "tests"
     assert calibration.CACHE == Path(os.environ["RALP_CALIBRATION_CACHE"]) != users
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from bench.core.cache import cache_dir
 from tests.conftest import ROOT, ralp_bench
 
 TF_PIN = "tensorflow-cpu==2.15.1"
@@ -170,7 +171,7 @@ def _doctor_lines(bin_dir, cwd):
 
 def _cached_horovod_wheel():
     """The wheel ci/setup.sh built for TensorFlow 2.15.1 and this Python (None when it has not run)."""
-    cache = os.environ.get("RALP_CACHE") or os.path.expanduser("~/.cache/ralp-bench")
+    cache = str(cache_dir())
     pattern = f"horovod-{HOROVOD_VERSION}-tf2.15.1-cp{sys.version_info[0]}{sys.version_info[1]}-*/horovod-*.whl"
     found = sorted(glob.glob(os.path.join(cache, "wheels", pattern)))
     return found[-1] if found else None

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Optional
 
+from bench.core.cache import cache_dir
 from bench.launch.cgroups import available, hierarchy
 from bench.launch.emulated_cluster import EmulatedCluster
 from bench.launch.link_probe import measure_pattern
@@ -38,7 +39,7 @@ def _tensorflow():
 def _horovod_wheel():
     """The Horovod wheel ci/setup.sh built and cached for this TensorFlow and Python, if any: an install
     from a wheel (README, "Install as a package") then needs one `pip install` of it, not a build."""
-    cache = os.environ.get("RALP_CACHE") or os.path.expanduser("~/.cache/ralp-bench")
+    cache = str(cache_dir())
     tf = package_version("tensorflow-cpu", "tensorflow")
     pattern = f"horovod-0.28.1-tf{tf}-cp{sys.version_info[0]}{sys.version_info[1]}-*/horovod-*.whl"
     found = sorted(glob.glob(os.path.join(cache, "wheels", pattern)))

@@ -9,6 +9,7 @@ import re
 import time
 import traceback
 
+from bench.core.cache import cache_dir
 from ralp.errors import UserError  # the engine's, so that it imports nothing above it
 
 # "ValueError: ...", "tensorflow.python.framework.errors_impl.InternalError: ...", "KeyError"
@@ -51,8 +52,8 @@ def one_line(text: str, limit: int = 600) -> str:
 
 def log_file(label: str) -> str:
     """A new file for one launch's or one failure's full output, under RALP_LOG_DIR (default
-    ~/.cache/ralp-bench/logs): named in the one-line message so the details are one step away."""
-    root = os.environ.get("RALP_LOG_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ralp-bench", "logs")
+    $RALP_CACHE/logs, bench/core/cache.py): named in the one-line message so the details are one step away."""
+    root = os.environ.get("RALP_LOG_DIR") or str(cache_dir() / "logs")
     os.makedirs(root, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.+-]+", "-", label).strip("-")[:80] or "log"
     return os.path.join(root, f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{safe}.log")

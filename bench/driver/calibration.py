@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from bench.core.cache import cache_dir
 from bench.core.errors import RunFailed, UserError, one_line
 from bench.core.roles import RankLayout
 from bench.launch import cgroups as cg
@@ -60,8 +61,7 @@ from strategies.base import loss_fn
 
 # $RALP_CALIBRATION_CACHE names the file itself: the test suite points it at a cache of its own, so
 # figures measured while three test processes share the cores never price a user's later run.
-CACHE = Path(os.environ.get("RALP_CALIBRATION_CACHE")
-             or Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "calibration.json")
+CACHE = Path(os.environ.get("RALP_CALIBRATION_CACHE") or cache_dir() / "calibration.json")
 PASS_ELEMENTS = 4 * 1024 * 1024
 # Starts the line that carries the program's JSON: mpirun may prefix a rank's lines or put a
 # daemon's warning before them, so the driver looks for this, not for a line starting with "{".

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from bench.core.cache import cache_dir
 from bench.store.environment import package_version
 from ralp.profile import ModelProfile
 
@@ -28,8 +29,8 @@ _SOURCES = [Path(__file__).resolve().parents[1] / "models", Path(__file__).resol
 KEPT_KINDS = ("zoo", "keras")
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("RALP_CACHE") or Path.home() / ".cache" / "ralp-bench") / "profiles"
+def profiles_dir() -> Path:
+    return cache_dir() / "profiles"
 
 
 @lru_cache(maxsize=1)
@@ -52,7 +53,7 @@ def cached_profile(spec, profile: Callable[[], ModelProfile]) -> ModelProfile:
     """``spec``'s profile from the disk cache, else ``profile()``, kept for the next process."""
     if spec.kind not in KEPT_KINDS:
         return profile()
-    path = cache_dir() / f"{spec.name.replace(':', '-').replace('/', '-')}-{key(spec)}.json"
+    path = profiles_dir() / f"{spec.name.replace(':', '-').replace('/', '-')}-{key(spec)}.json"
     try:
         return ModelProfile.from_json(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
