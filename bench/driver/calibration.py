@@ -53,6 +53,7 @@ from bench.launch.cgroups import threads_for, usable_cores
 from bench.launch.cpu_steal import PROBE_MAX_STEAL, measure_quietly
 from bench.models import get_model
 from bench.models.sources import format_shape, get_spec, model_digest
+from bench.store.atomic import write_text_atomic
 from bench.store.dirlock import dir_lock
 from bench.store.environment import package_version
 from ralp.cut import split_model
@@ -85,13 +86,11 @@ def _load() -> Dict:
 def _store(key: str, value: Dict):
     """Add one entry. Read, merge and replace under the cache directory's lock: two processes
     calibrating at once (a sweep's driver and an ``analyze``) each keep the other's entries, and
-    a reader sees the old file or the new one, never half of one (``os.replace``)."""
+    a reader sees the old file or the new one, never half of one (bench/store/atomic.py)."""
     with dir_lock(CACHE.parent):
         data = _load()
         data[key] = value
-        tmp = CACHE.with_name(f"{CACHE.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, CACHE)
+        write_text_atomic(CACHE, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _cached(key: str, measure) -> Dict:

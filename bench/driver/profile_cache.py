@@ -9,18 +9,18 @@ and the TensorFlow and Keras versions. A change to any of them is a new key, nev
 profile. A zoo name and ``keras:`` applications are kept; a user's file or function is profiled
 each time (its module may import files no digest here covers).
 
-Each entry is one file written whole (``os.replace``): two drivers profiling at once both write
+Each entry is one file written whole (bench/store/atomic.py): two drivers profiling at once both write
 the same text, and a reader sees a whole file or none. An unreadable entry is profiled again.
 """
 import hashlib
 import json
-import os
 from dataclasses import astuple
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from bench.core.cache import cache_dir
+from bench.store.atomic import write_text_atomic
 from bench.store.environment import package_version
 from ralp.profile import ModelProfile
 
@@ -29,13 +29,11 @@ _SOURCES = [Path(__file__).resolve().parents[1] / "models", Path(__file__).resol
 KEPT_KINDS = ("zoo", "keras")
 
 
-def profiles_dir() -> Path:
-    return cache_dir() / "profiles"
-
-
 @lru_cache(maxsize=1)
-def _sources_digest() -> str:
-    digest = hashlib.sha256()
+def _definitions_digest() -> str:
+    """What every zoo model's profile is computed from, read once per process: the sources and
+    the TensorFlow and Keras versions."""
+    digest = hashlib.sha256(f"{package_version('tensorflow', 'tensorflow-cpu')}|{package_version('keras')}".encode())
     for root in _SOURCES:
         for path in sorted(root.glob("*.py")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -43,24 +41,20 @@ def _sources_digest() -> str:
 
 
 def key(spec) -> str:
-    """The entry's name: a digest of the spec, the sources and the library versions."""
-    parts = [repr(astuple(spec)), _sources_digest(), str(package_version("tensorflow", "tensorflow-cpu")),
-             str(package_version("keras"))]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    """The entry's name: a digest of the spec and of the definitions it is built from."""
+    return hashlib.sha256(f"{astuple(spec)!r}\n{_definitions_digest()}".encode()).hexdigest()[:32]
 
 
 def cached_profile(spec, profile: Callable[[], ModelProfile]) -> ModelProfile:
     """``spec``'s profile from the disk cache, else ``profile()``, kept for the next process."""
     if spec.kind not in KEPT_KINDS:
         return profile()
-    path = profiles_dir() / f"{spec.name.replace(':', '-').replace('/', '-')}-{key(spec)}.json"
+    path = cache_dir() / "profiles" / f"{spec.name.replace(':', '-').replace('/', '-')}-{key(spec)}.json"
     try:
         return ModelProfile.from_json(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         pass
     found = profile()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(found.to_json()))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(found.to_json()))
     return found

@@ -17,13 +17,12 @@ from typing import Optional
 _own: Optional[str] = None
 
 
-def enter() -> str:
-    """Make the rank's directory and send Python's temporary files there; its path."""
+def enter():
+    """Make the rank's directory and send Python's temporary files there."""
     global _own
     if _own is None:
         _own = tempfile.mkdtemp(prefix=f"ralp-rank-{os.getpid()}-")
         tempfile.tempdir = _own
-    return _own
 
 
 def remove():

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.core.errors import UserError
+from bench.store.atomic import fsync_dir, write_temp, write_text_atomic
 from bench.store.dirlock import dir_lock
 from bench.store.environment import environment_fields  # noqa: F401 (part of this module's API)
 from bench.store.schema import (  # noqa: F401 (re-exported: the store's API)
@@ -271,7 +271,7 @@ class ResultStore:
         data = {"schema_version": SCHEMA_VERSION,
                 "runs": sorted(entries, key=lambda e: (e.get("started_at") or "", e["run_id"]))}
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        _write_atomic(self.manifest_path, lambda f: f.write(text.encode("utf-8")))
+        write_text_atomic(self.manifest_path, text)
 
 
 def _manifest_entry(run_id, frame, parquet_path, csv_path):
@@ -341,46 +341,13 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def _temp_path(final):
-    return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def _write_temp(final, write):
-    tmp = _temp_path(final)
-    try:
-        with open(tmp, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def _fsync_dir(directory):
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_atomic(final, write):
-    """Write via a temp file in the same directory, fsync, rename over ``final``."""
-    tmp = _write_temp(final, write)
-    os.replace(tmp, final)
-    _fsync_dir(final.parent)
-
-
 def _write_once(final, write):
-    """Like ``_write_atomic`` but fails instead of replacing an existing file (link is atomic)."""
-    tmp = _write_temp(final, write)
+    """Like ``write_atomic`` (bench/store/atomic.py) but fails instead of replacing an existing file (link is atomic)."""
+    tmp = write_temp(final, write)
     try:
         os.link(tmp, final)
     except FileExistsError:
         raise RunExistsError(f"{final} already exists; run files are write-once") from None
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
