@@ -370,6 +370,10 @@ def _kill_the_owner_then_bring_up_another(EmulatedCluster):
 
 
 @needs_machines
+# Its ±35% compares a step measured on capped hosts with a prediction from figures calibrated there: a
+# cap limits a host's share but guarantees none, and beside two other test processes on 2 cores the
+# step once took 1.31 s against 0.695 s predicted (0.90 alone). It runs with no other test beside it.
+@pytest.mark.machine_wide
 def test_compute_is_calibrated_on_a_worker_host_and_predicts_the_step_from_the_login_host():
     """Issue 34: the login host is not capped like the hosts, so figures measured there priced
     steps several times too fast. The driver now measures on the first worker host (h1), started
