@@ -28,6 +28,11 @@ HYBRID_BUCKET_MB = 4.0  # bench/core/config.py's default --hybrid-bucket-mb
 # Workers on one CPU host exchange all-reduce data through shared memory: the sender copies each
 # float in and the receiver copies it out, 16 bytes read or written per float, 4/3 of a pass's 12.
 SHARED_MEMORY_PASSES = 16.0 / 12.0
+# Bytes a TCP connection holds unsent in its send buffer: Linux's largest (net.ipv4.tcp_wmem[2],
+# 4 MiB by default), which auto-tuning reaches under a bulk transfer. TensorFlow's gRPC writes each
+# tensor it serves into its connection as soon as the tensor is asked for, so a small tensor asked
+# for together with large ones can arrive only after up to this much of theirs (``sync_ps_stages``).
+SEND_BUFFER_BYTES = 4 * 2 ** 20
 BESIDE = "head beside the backward"  # split strategies: the stage of the PS's work beside the workers' backward
 
 
@@ -309,19 +314,34 @@ def tower_layers(profile, cut: Optional[str]) -> Tuple[Tuple[float, float], ...]
 
 
 def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: float,
-                   transport: Tuple[float, float], timed_pull: Optional[Phase] = None,
+                   transport: Tuple[float, float], queued: float = 0.0, timed_pull: Optional[Phase] = None,
                    own: Tuple[Optional[Phase], Optional[Phase]] = (None, None)) -> List[Stage]:
     """Sync PS's step (both layouts) as TensorFlow's executor runs it: every parameter read starts
     with the step, as concurrent RPCs sharing the link, so the conv parameters (few and small
-    beside the FC matrices) arrive first and the conv forward runs while the FC weights are still
+    beside the FC matrices) arrive early and the conv forward runs while the FC weights are still
     coming; in the backward every layer's gradients leave as its backward finishes (``streamed``);
     the PS sums and updates once the last has arrived. ``transport``: the worker host's CPU
     seconds in TensorFlow's transport during the pull and the push (``transport_seconds``), which
     share its cores with the compute. ``timed_pull``: the pull as long as it lasts where more
     than its own bytes hold its link (colocated: ``_pushed_during_pull``); ``own``: the priced
     host's own (pull, push) bytes (colocated). Measured on the emulated cluster: the unstaged sum
-    was 25-35% above sync PS's step time on FC-heavy models."""
+    was 25-35% above sync PS's step time on FC-heavy models.
+
+    The conv parameters come first only as far as the transport lets them: the PS serves every
+    read as it is asked for, and a connection's send buffer (``SEND_BUFFER_BYTES``) already holds
+    FC bytes when the conv tensors are written behind them. So the conv forward waits for the
+    conv parameters and ``queued``: the FC bytes that reach the worker before them (one PS
+    task: up to one send buffer). Measured (alexnet_cifar, 2 workers, one PS, 1 Gbit/s, TF 2.15's
+    rendezvous log): every conv tensor arrived 75-100 ms into a 232 ms pull, after ~4.5 MB per
+    worker, not after its own 0.7 MB. Pricing them first under-predicted that step by 17-39%; with
+    the queued bytes, by 13% (0.637 s measured, 0.565 s predicted; vgg_cifar 13%, was 20%), where
+    the same run's single-process step was 10% above its calibration.
+    Sharded PS tasks (``--ps`` > 1, colocated) pass none: the greedy sharding puts the large FC
+    matrices on tasks of their own, so the conv tensors' connections hold few FC bytes; pricing
+    that would need each task's share of conv and FC tensors, which the profile does not keep."""
     p_conv, f_conv = conv_fc_stages(s) or (1.0, 1.0)
+    if p_conv < 1.0 and pull.worker_rx > 0:
+        p_conv += min(1.0 - p_conv, queued / pull.worker_rx)
     fwd, bwd = s.train_full / 3, s.train_full * 2 / 3
     pull_cpu, push_cpu = transport
     timed = timed_pull or pull

@@ -14,6 +14,7 @@ from bench.core.errors import UserError  # noqa: E402
 from ralp.cost_model import predict  # noqa: E402
 from ralp.hardware import PRESETS, Hardware, load_hardware, parse_bandwidth, parse_latency  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
+from ralp.step_cost import SEND_BUFFER_BYTES  # noqa: E402
 
 MB = 1e6
 # model: (P_conv, P_fc, A floats at the split), torchvision/Keras counts from anchors.md.
@@ -122,21 +123,28 @@ def test_compute_time_and_ps_compute_for_the_head():
     assert ralp.bottleneck == "PS compute"
 
 
-def test_sync_ps_overlaps_conv_forward_with_fc_pulls_and_fc_pushes_with_conv_backward():
-    # 1 MB of conv parameters, 3 MB of FC ones; 1 MB/s links; compute only in the conv layers.
-    profile = two_layer_profile(250_000, 750_000, 100, conv_flops=1e9, fc_flops=0)
-    hw = Hardware("link", 1e9 * 3 * 4 / 2.0, 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
+@pytest.mark.parametrize("fc_params,forward", [(750_000, 2 / 3), (5_000_000, 20.0)])
+def test_sync_ps_overlaps_conv_forward_with_fc_pulls_and_fc_pushes_with_conv_backward(fc_params, forward):
+    # 1 MB of conv parameters; 3 MB of FC ones (all of them fit in the PS's send buffer, so all
+    # arrive before the conv ones) or 20 MB (one send buffer's worth arrives first); 1 MB/s
+    # links; compute only in the conv layers, the forward a third of it.
+    profile = two_layer_profile(250_000, fc_params, 100, conv_flops=1e9, fc_flops=0)
+    hw = Hardware("link", 1e9 * 3 * 4 / 3 / forward, 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
     step = predict(profile, "ps", workers=1, batch_size=4, hardware=hw)
-    # forward 2/3 s, backward 4/3 s (3x the forward FLOPs: 12e9 at 6e9 FLOP/s = 2 s in all).
-    pull = push = 4.0
-    forward_done = max(pull, 1.0 + 2 / 3)               # conv params after 1 s, then 2/3 s of conv forward
-    fc_pushed = forward_done + 3.0                      # FC gradients first, 3 s on the link
-    conv_ready = forward_done + 4 / 3
+    fc = 4.0 * fc_params / 1e6                          # seconds of FC bytes on the link
+    conv_params_in = 1.0 + min(fc, SEND_BUFFER_BYTES / 1e6)
+    forward_done = max(1.0 + fc, conv_params_in + forward)   # the FC forward waits for the whole pull
+    fc_pushed = forward_done + fc                       # FC gradients first
+    conv_ready = forward_done + 2 * forward
     assert step.step_time_s == pytest.approx(max(fc_pushed, conv_ready) + 1.0, rel=1e-6)
+
+
+def test_sync_ps_without_fc_layers_adds_its_phases_up():
     # no FC layers to stream: nothing to overlap, the phases add up
+    hw = Hardware("link", 1e9 * 3 * 4 / 2.0, 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
     convonly = ModelProfile("c", (1,), [LayerProfile("c", "Conv2D", 250_000, 250_000, int(1e9), 1000, False)], [])
     plain = predict(convonly, "ps", workers=1, batch_size=4, hardware=hw)
-    assert plain.step_time_s == pytest.approx(pull / 4 + push / 4 + 2.0, rel=1e-6)
+    assert plain.step_time_s == pytest.approx(1.0 + 1.0 + 2.0, rel=1e-6)
 
 
 @pytest.mark.parametrize("link_bits,saved", [(8e6, 0.9), (0.8e6, 1.0)])
