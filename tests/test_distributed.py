@@ -131,7 +131,9 @@ def test_a_workers_layout_strategy_runs_its_own_class(reference, tmp_path, monke
     assert_same_weights(dump, reference, "mpi-allreduce")
 
 
-def test_killed_worker_ends_run_with_named_rank(tmp_path):
+def test_killed_worker_ends_run_with_named_rank(tmp_path, monkeypatch):
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the ranks' temporary directory
     proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
                      "--batch-size", "8", "--steps", "100000", "--step-timeout", "60", "--quiet",
                      "--results", tmp_path / "results")
@@ -144,6 +146,10 @@ def test_killed_worker_ends_run_with_named_rank(tmp_path):
     assert "Traceback" not in err
     time.sleep(1)
     assert our_processes() == []
+    # no rank ran its own cleanup (one was killed, mpirun killed the rest): Open MPI removed their
+    # directories with its session directory (bench/rank/scratch.py)
+    left = [p.name for p in (tmp_path / "tmp").rglob("*") if p.name.startswith(("__autograph", "ralp-rank-"))]
+    assert not left, left
     # the failure is recorded as a row, not dropped
     from bench.store.results import ResultStore
     df = ResultStore(str(tmp_path / "results")).load()
