@@ -316,6 +316,29 @@ def test_two_workers_per_host_under_every_strategy_bytes_per_host_against_the_mo
 
 
 @needs_machines
+def test_the_readmes_own_mpirun_writes_rank_0s_result_on_rank_0s_machine(cluster):
+    """The README's "on a real cluster by hand" commands (skipped there: they name hosts ps0, gpu1,
+    gpu2 and train VGG-16 on 8 workers), with this cluster's hosts and a small model: a user's
+    mpirun from the login host, `--out` a path on rank 0's own machine (bench/rank/main.py
+    ``_write``), which no other machine sees, written whole (no temporary file left beside it)."""
+    from bench.rank.result import RankResult
+
+    R = f"{PY} -m bench.run " + " ".join(RUN_FLAGS) + f" --network {cluster.subnet}"
+    for hosts, strategy, first in (("h0:2,h1,h2", "ps", "h0"), ("h1,h2", "horovod", "h1")):
+        out = f"/tmp/ssht-{strategy}.json"
+        command = f"cd {ROOT} && mpirun -H {hosts} --map-by slot {R} --strategy {strategy} --out {out}"
+        proc = subprocess.run(cluster.enter_argv("login", ["sh", "-c", command]), capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                                                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        result = RankResult.from_json(on(cluster, first, f"cat {out}"))
+        assert result.timed_steps == 2 and len(result.step_times) == 2 and result.plan.startswith(strategy)
+        assert on(cluster, first, f"ls -a /tmp | grep -c ssht-{strategy} || true") == "1"  # no temp file beside
+        for other in {"login", "h0", "h1", "h2"} - {first}:
+            assert on(cluster, other, f"ls /tmp | grep -c ssht-{strategy} || true") == "0", other
+
+
+@needs_machines
 def test_cluster_down_removes_sshd_namespaces_and_files(cluster):
     assert _gone(NAME)["sshd"] and _gone(NAME)["dir"]
     down = ralp_bench("cluster", "down", "--name", NAME, timeout=60)

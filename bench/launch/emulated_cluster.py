@@ -33,6 +33,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Optional
 
 from bench.core.errors import UserError
@@ -41,6 +42,7 @@ from bench.launch import netns as nx
 from bench.launch.cluster_state import (BRIDGE, STATE_DIR, _agent_path, _process_start_time,  # noqa: F401
                                         state_lock, _state_path, cleanup_stale, cluster_namespaces,
                                         destroy_cluster, find_stale, owner_alive, read_states, remove_cluster)
+from bench.store.atomic import write_text_atomic
 
 SUBNET = "10.213.0.0/24"
 SUBNET_PREFIX = "10.213.0."
@@ -248,11 +250,7 @@ class EmulatedCluster:
                 time.sleep(0.2)
 
     def _write_state(self):
-        state = self._state()
-        tmp = self.state_file + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(state, fh, indent=1)
-        os.replace(tmp, self.state_file)
+        write_text_atomic(Path(self.state_file), json.dumps(self._state(), indent=1))
 
     def _state(self):
         """What the state file records (cluster_state.py reads it; attach rebuilds the cluster from it)."""

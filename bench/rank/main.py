@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from bench.rank.result import result_lines
 from bench.rank.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
                                    start_server, thread_counts)
 from bench.rank.trainer import Watchdog, train
+from bench.store.atomic import write_text_atomic
 from strategies.base import StrategyContext, strategy_class
 
 
@@ -223,7 +225,4 @@ def _write(cfg, result):
         for line in result_lines(result.to_json()):
             os.write(1, line.encode())  # one write per line: never split by this process
         return
-    tmp = cfg.out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(result.to_json())
-    os.replace(tmp, cfg.out)
+    write_text_atomic(Path(cfg.out), result.to_json())

@@ -1,7 +1,7 @@
 """Files written whole: a new file's bytes go to a temporary file beside it, are flushed to disk,
 and replace the old file in one rename, so a reader (another process, a resumed sweep, a crash's
 survivor) sees the old file or the new one, never half of one. The result store, the calibration
-cache and the profile cache write through it."""
+cache, the profile cache, an emulated cluster's state file and rank 0's ``--out`` file write through it."""
 import contextlib
 import os
 import secrets
