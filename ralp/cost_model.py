@@ -86,8 +86,9 @@ its step as an ordered list of dependent stages (ralp/evaluator.py ``Stage``: wh
 for how long, after what), and one evaluator turns every strategy's list into time the same
 way: a stage starts when what it waits for has ended and its resources are free, as TF's
 dataflow executor runs ops. What overlaps follows from the stages: sync PS (both layouts)
-reads every variable at the step's start, so the conv parameters arrive first and the conv
-forward runs while the FC weights are still coming, and pushes each layer's gradients as its
+reads every variable at the step's start, so the conv parameters arrive early (behind what
+the PS's send buffer already holds of the FC weights) and the conv forward runs while the
+rest of the FC weights are still coming, and pushes each layer's gradients as its
 backward finishes (ralp/step_cost.py ``sync_ps_stages``, ``Setting.streamed``), with the CPU
 the worker's host spends in TensorFlow's transport as stages of its own (``TRANSPORT_PASSES``;
 colocated, its PS task's share too, and the pull holding the busiest host's link while its own
