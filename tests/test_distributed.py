@@ -69,6 +69,19 @@ VARIANTS = {"ps-colocated": dict(strategy="ps", ps_placement="colocated"),
             "hybrid-sharded-pipelined": dict(strategy="ralp-hybrid", ps=2, micro_batches=2)}
 
 
+def ranks_tmpdir(tmp_path, monkeypatch):
+    """A temporary directory of the test's own for every rank it starts ($TMPDIR, inherited)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return tmp
+
+
+def left_by_ranks(tmp):
+    """What ranks left in ``tmp``: TensorFlow's autograph files, rank scratch directories, Python's temporaries."""
+    return [p.name for p in tmp.rglob("*") if p.name.startswith(("__autograph", "ralp-rank-", "tmp"))]
+
+
 @pytest.mark.parametrize("strategy", ["ps", "ps-colocated", "horovod", "ralp", "ralp-hybrid", "hybrid-sharded",
                                       "hybrid-pipelined", "hybrid-sharded-pipelined"])
 def test_strategies_match_single_process_sgd(strategy, reference, tmp_path, monkeypatch):
@@ -76,14 +89,12 @@ def test_strategies_match_single_process_sgd(strategy, reference, tmp_path, monk
     settings = VARIANTS.get(strategy, dict(strategy=strategy))
     cfg = RunConfig(model=MODEL, workers=2, batch_size=BATCH, steps=STEPS, warmup_steps=WARMUP, learning_rate=LR,
                     dataset="mnist", dump_weights=dump, **settings).validate()
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the ranks' temporary directory
+    tmp = ranks_tmpdir(tmp_path, monkeypatch)
     row = run_one(cfg, LocalLauncher())
     assert row["status"] == "ok", row["failure"]
     # Ranks leave by os._exit, past every atexit handler: their temporary files went with them
     # (bench/rank/scratch.py; before it, TensorFlow's autograph files stayed, ~10 per rank).
-    left = [p.name for p in (tmp_path / "tmp").rglob("*") if p.name.startswith(("__autograph", "ralp-rank-", "tmp"))]
-    assert not left, left
+    assert not left_by_ranks(tmp), left_by_ranks(tmp)
     weights = assert_same_weights(dump, reference, strategy)
     # and training moved the weights at all (the comparison is not vacuous)
     from bench.models import get_model
@@ -132,8 +143,7 @@ def test_a_workers_layout_strategy_runs_its_own_class(reference, tmp_path, monke
 
 
 def test_killed_worker_ends_run_with_named_rank(tmp_path, monkeypatch):
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the ranks' temporary directory
+    tmp = ranks_tmpdir(tmp_path, monkeypatch)
     proc = start_cli("run", "--cluster", "local", "--model", MODEL, "--strategy", "ps", "--workers", "2",
                      "--batch-size", "8", "--steps", "100000", "--step-timeout", "60", "--quiet",
                      "--results", tmp_path / "results")
@@ -148,8 +158,7 @@ def test_killed_worker_ends_run_with_named_rank(tmp_path, monkeypatch):
     assert our_processes() == []
     # no rank ran its own cleanup (one was killed, mpirun killed the rest): Open MPI removed their
     # directories with its session directory (bench/rank/scratch.py)
-    left = [p.name for p in (tmp_path / "tmp").rglob("*") if p.name.startswith(("__autograph", "ralp-rank-"))]
-    assert not left, left
+    assert not left_by_ranks(tmp), left_by_ranks(tmp)
     # the failure is recorded as a row, not dropped
     from bench.store.results import ResultStore
     df = ResultStore(str(tmp_path / "results")).load()

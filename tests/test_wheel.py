@@ -8,7 +8,6 @@ dependencies from the package index, and the README's commands run from a direct
 of the checkout's files. Horovod is the one extra step: the wheel ci/setup.sh built and cached.
 """
 import csv
-import glob
 import os
 import shutil
 import subprocess
@@ -24,11 +23,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from bench.core.cache import cache_dir
+from bench.core.cache import HOROVOD_VERSION, cached_horovod_wheel
 from tests.conftest import ROOT, ralp_bench
 
 TF_PIN = "tensorflow-cpu==2.15.1"
-HOROVOD_VERSION = "0.28.1"
 PACKAGES = ("bench", "ralp", "strategies")
 
 
@@ -169,21 +167,13 @@ def _doctor_lines(bin_dir, cwd):
     return proc.returncode, {line[7:24].strip(): line for line in proc.stdout.splitlines() if line.startswith("[")}
 
 
-def _cached_horovod_wheel():
-    """The wheel ci/setup.sh built for TensorFlow 2.15.1 and this Python (None when it has not run)."""
-    cache = str(cache_dir())
-    pattern = f"horovod-{HOROVOD_VERSION}-tf2.15.1-cp{sys.version_info[0]}{sys.version_info[1]}-*/horovod-*.whl"
-    found = sorted(glob.glob(os.path.join(cache, "wheels", pattern)))
-    return found[-1] if found else None
-
-
 def test_doctor_names_horovod_as_the_one_extra_step_which_then_trains(installed, workdir):
     """Without Horovod doctor fails on it alone and names the fix; after the cached wheel's
     `pip install` it reports Horovod with MPI + Gloo, and a 2-rank Horovod run stores an ok row."""
     code, lines = _doctor_lines(installed, workdir)
     assert lines["TensorFlow"].startswith("[ok  ]") and "2.15.1" in lines["TensorFlow"]
     assert lines["Horovod"].startswith("[FAIL]") and "No module named 'horovod'" in lines["Horovod"]
-    wheel = _cached_horovod_wheel()
+    wheel = cached_horovod_wheel(TF_PIN.split("==")[1])  # ci/setup.sh's, for the pinned TensorFlow
     fix = f"pip install {wheel}" if wheel else 'README "Install as a package"'
     assert fix in lines["Horovod"]
     assert code == 1 and [name for name, line in lines.items() if line.startswith("[FAIL]")] == ["Horovod"]

@@ -5,14 +5,12 @@ Each check prints ok/FAIL with the version or the fix; optional capabilities
 local run needs neither. GPUs that are there but that TensorFlow or Horovod
 cannot use well do fail it: every GPU number measured so would be wrong.
 """
-import glob
 import os
 import shutil
 import subprocess
-import sys
 from typing import Optional
 
-from bench.core.cache import cache_dir
+from bench.core.cache import cached_horovod_wheel
 from bench.launch.cgroups import available, hierarchy
 from bench.launch.emulated_cluster import EmulatedCluster
 from bench.launch.link_probe import measure_pattern
@@ -39,11 +37,7 @@ def _tensorflow():
 def _horovod_wheel():
     """The Horovod wheel ci/setup.sh built and cached for this TensorFlow and Python, if any: an install
     from a wheel (README, "Install as a package") then needs one `pip install` of it, not a build."""
-    cache = str(cache_dir())
-    tf = package_version("tensorflow-cpu", "tensorflow")
-    pattern = f"horovod-0.28.1-tf{tf}-cp{sys.version_info[0]}{sys.version_info[1]}-*/horovod-*.whl"
-    found = sorted(glob.glob(os.path.join(cache, "wheels", pattern)))
-    return found[-1] if found else None
+    return cached_horovod_wheel(package_version("tensorflow-cpu", "tensorflow"))
 
 
 def _horovod():
