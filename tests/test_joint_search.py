@@ -5,6 +5,7 @@ profile's own helper); the pipeline, run as stages by the evaluator, against its
 worked by hand on a two-layer toy; today's hybrid (one PS, no micro-batches) against step times pinned from
 the cost model before either feature existed (commit 77b7dcf).
 """
+import dataclasses
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -12,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 from bench.core.errors import UserError  # noqa: E402
-from ralp.analyzer import MIN_VARIANT_GAIN, _pick_variant, analyze  # noqa: E402
+from ralp.analyzer import MIN_VARIANT_GAIN, _pick_split, _pick_variant, analyze  # noqa: E402
 from ralp.cost_model import Prediction, predict  # noqa: E402
 from ralp.hardware import Hardware, load_hardware  # noqa: E402
 from test_cost_model import two_layer_profile  # noqa: E402
@@ -247,6 +248,27 @@ def test_variant_rule_wants_a_clear_gain_and_then_the_fewest_moving_parts():
     fastest = _fake(2, 8, 0.50)
     assert _pick_variant({(1, 1): plain, (1, 8): _fake(1, 8, 0.50 / (1 - MIN_VARIANT_GAIN) * 1.01),
                           (2, 8): fastest}) is fastest
+
+
+def test_the_hybrid_must_clearly_beat_ralps_own_placement_to_be_chosen():
+    """RALP's FC-on-PS stays unless the hybrid (a ring and a tower replica more) is predicted
+    MIN_VARIANT_GAIN faster: 3% is a tie, 6% a gain; without ralp among the splits, the hybrid."""
+    ralp = dataclasses.replace(_fake(1, 1, 1.0), strategy="ralp")
+    assert _pick_split([ralp, _fake(1, 1, 0.97)]) is ralp
+    clear = _fake(1, 1, 0.94)
+    assert _pick_split([ralp, clear]) is clear and _pick_split([clear]) is clear
+    assert _pick_split([ralp, _fake(1, 1, 1.2)]) is ralp and _pick_split([]) is None
+    # The analyzer's own case: alexnet_cifar on CPU-like hosts (20 GFLOP/s) at 1 Gbit/s, 2 workers,
+    # unpipelined (a run's plan), where the hybrid is priced a little faster than FC-on-PS.
+    hardware = dataclasses.replace(load_hardware("v100-10gbe"), worker_conv_flops=2e10, worker_dense_flops=2e10,
+                                   ps_flops=2e10, pass_s=2.5e-9, memory_bandwidth=None, host_device_bandwidth=None,
+                                   worker_bandwidth=1e9, ps_bandwidth=1e9, latency_s=0.0)
+    plan = analyze(zoo_profile("alexnet_cifar"), batch_size=32, workers=2, hardware=hardware, micro_batches=1)
+    fc_on_ps, hybrid = plan.predictions["ralp"], plan.predictions["ralp-hybrid"]
+    assert hybrid.step_time_s < fc_on_ps.step_time_s < hybrid.step_time_s / (1 - MIN_VARIANT_GAIN)
+    assert plan.strategy == "ralp" and plan.cut == fc_on_ps.cut
+    assert f"predicted only {1 - hybrid.step_time_s / fc_on_ps.step_time_s:.0%} faster" in plan.reason, plan.reason
+    assert "FC-on-PS (RALP) is kept" in plan.reason, plan.reason
 
 
 def test_the_search_shards_and_pipelines_vgg16_where_it_pays_and_says_why():
