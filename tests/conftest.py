@@ -27,6 +27,10 @@ os.environ["RALP_TEST_TAG"] = TEST_TAG
 # user's cache they priced the next `./ci/main`: run after the suite, its predictions were built on
 # figures measured under the suite's load.
 os.environ["RALP_CALIBRATION_CACHE"] = str(cache_dir() / "tests" / "calibration.json")
+# For the same reason, a calibration crowded by other processes is not measured again here
+# (bench/driver/calibration.py MIN_FREE_SHARE): the suite's processes always crowd each other,
+# so every figure would be measured three times for nothing.
+os.environ["RALP_CALIBRATION_MIN_FREE"] = "0"
 
 
 def _environ(pid):

@@ -50,7 +50,7 @@ from bench.core.roles import RankLayout
 from bench.launch import cgroups as cg
 from bench.launch.base import LaunchSpec, run_mpirun
 from bench.launch.cgroups import threads_for, usable_cores
-from bench.launch.cpu_steal import PROBE_MAX_STEAL, measure_quietly
+from bench.launch.cpu_steal import PROBE_MAX_STEAL, OthersLoad, free_share, measure_quietly
 from bench.models import get_model
 from bench.models.sources import format_shape, get_spec, model_digest
 from bench.store.atomic import write_text_atomic
@@ -64,6 +64,11 @@ from strategies.base import loss_fn
 # figures measured while three test processes share the cores never price a user's later run.
 CACHE = Path(os.environ.get("RALP_CALIBRATION_CACHE") or cache_dir() / "calibration.json")
 PASS_ELEMENTS = 4 * 1024 * 1024
+# A calibration is measured again (up to STEAL_TRIES times, as under steal) while other processes
+# left it less than this share of its quota: the user's build or browser would otherwise slow every
+# figure, and the cache would keep them for good. $RALP_CALIBRATION_MIN_FREE sets another share
+# (0: never measure again); the test suite sets 0, as its three processes always crowd each other.
+MIN_FREE_SHARE = 0.9
 # Starts the line that carries the program's JSON: mpirun may prefix a rank's lines or put a
 # daemon's warning before them, so the driver looks for this, not for a line starting with "{".
 MARK = "RALP-CALIBRATION "
@@ -100,16 +105,36 @@ def _cached(key: str, measure) -> Dict:
     allow, and keep the steal they were measured under (``steal``)."""
     data = _load().get(key)
     if data is None:
-        figures, steal = measure_quietly(measure, PROBE_MAX_STEAL)
+        least = min_free_share()
+        figures, steal = measure_quietly(measure, PROBE_MAX_STEAL,
+                                         crowded=lambda figures: (figures.get("free_share") or 1.0) < least)
         data = dict(figures, measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
                     steal=None if steal is None else round(steal, 3))
         _store(key, data)
     return data
 
 
+def min_free_share() -> float:
+    """The least share of its quota a calibration may be left by other processes (``MIN_FREE_SHARE``,
+    or ``$RALP_CALIBRATION_MIN_FREE``)."""
+    text = os.environ.get("RALP_CALIBRATION_MIN_FREE", "").strip()
+    if not text:
+        return MIN_FREE_SHARE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise UserError(f"RALP_CALIBRATION_MIN_FREE must be a share between 0 and 1 (e.g. 0.9; 0: never measure "
+                        f"again), got {text!r}")
+    return value
+
+
 def _provenance(data: Dict) -> str:
-    steal = data.get("steal")
+    steal, free = data.get("steal"), data.get("free_share")
     under = f" under {steal:.0%} CPU steal" if steal is not None else ""
+    if free is not None and free < 0.995:
+        under += f", other processes leaving it {free:.0%} of its cores"
     return f"{data['measured_at']}{under}"
 
 
@@ -386,6 +411,14 @@ def _measure_model(described: str, batch: int, workers: int, cut: Optional[str])
     return timing
 
 
+def _load_fields(others_cores: Optional[float]) -> Dict:
+    """What the rest of this machine took while the figures were measured: the cores it kept
+    busy (``others_cores``) and the share of this program's quota it left (``free_share``)."""
+    if others_cores is None:
+        return {}
+    return {"others_cores": round(others_cores, 3), "free_share": round(free_share(others_cores, usable_cores()), 3)}
+
+
 def emit(result: Dict) -> str:
     """The line that carries ``result`` to the driver (``parse_output`` reads it back)."""
     return MARK + json.dumps(result, sort_keys=True) + "\n"
@@ -401,10 +434,11 @@ def main(argv=None):
     try:
         if argv[:1] == ["key"]:
             result = {"cores": usable_cores()}
-        elif argv[:1] == ["hardware"]:
-            result = _measure_hardware()
-        elif argv[:1] == ["model"] and len(argv) == 5:
-            result = _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4])
+        elif argv[:1] == ["hardware"] or (argv[:1] == ["model"] and len(argv) == 5):
+            with OthersLoad() as others:
+                result = (_measure_hardware() if argv[0] == "hardware" else
+                          _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4]))
+            result.update(_load_fields(others.cores))
         else:
             raise SystemExit('usage: python -m bench.driver.calibration key | hardware | model \'["NAME", "H,W,C", CLASSES]\' '
                              'BATCH WORKERS CUT')
