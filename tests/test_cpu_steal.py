@@ -77,7 +77,8 @@ def test_a_calibration_crowded_by_other_processes_is_measured_again_and_says_so(
 
     monkeypatch.setattr(calibration, "CACHE", tmp_path / "calibration.json")
     monkeypatch.delenv("RALP_CALIBRATION_MIN_FREE", raising=False)
-    figures = iter([{"full_s": 2.0, "free_share": 0.4}, {"full_s": 1.0, "free_share": 0.95}])
+    figures = iter([{"full_s": 3.0, "free_share": 0.0}, {"full_s": 2.0, "free_share": 0.4},
+                    {"full_s": 1.0, "free_share": 0.95}])
     first = calibration._cached("key", lambda: next(figures))
     assert (first["full_s"], first["free_share"]) == (1.0, 0.95)   # the crowded measurement is not kept
     assert "other processes leaving it 95% of its cores" in calibration._provenance(first)

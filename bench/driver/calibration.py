@@ -102,12 +102,14 @@ def _cached(key: str, measure) -> Dict:
     """The cached figures for ``key``, else measured now. Every prediction of this machine is
     built on them, and a cache keeps them for good: so they are measured again (up to
     bench/cpu_steal.STEAL_TRIES times) while the hypervisor steals more CPU than the probes
-    allow, and keep the steal they were measured under (``steal``)."""
+    allow or other processes leave them under ``min_free_share()`` of their quota, and keep the
+    steal and the load they were measured under (``steal``, ``free_share``, ``others_cores``)."""
     data = _load().get(key)
     if data is None:
         least = min_free_share()
         figures, steal = measure_quietly(measure, PROBE_MAX_STEAL,
-                                         crowded=lambda figures: (figures.get("free_share") or 1.0) < least)
+                                         crowded=lambda figures: (figures.get("free_share") is not None
+                                                                  and figures["free_share"] < least))
         data = dict(figures, measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
                     steal=None if steal is None else round(steal, 3))
         _store(key, data)
