@@ -1,4 +1,7 @@
 """CPU steal (bench/launch/cpu_steal.py): read from /proc/stat, and the rule that measures again under it."""
+import subprocess
+import sys
+
 import pytest
 
 from bench.core.errors import UserError
@@ -97,9 +100,6 @@ def test_the_calibration_program_reports_the_load_beside_it():
     machine. (Under a quota in a CPU group of its own, the scheduler shares the cores between
     groups first: five loops in one group took 1.49 cores and left a 0.5-core calibration all
     of its quota, which it reported as 1.0.)"""
-    import subprocess
-    import sys
-
     from bench.driver.calibration import run_capped
 
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]

@@ -413,12 +413,15 @@ def _measure_model(described: str, batch: int, workers: int, cut: Optional[str])
     return timing
 
 
-def _load_fields(others_cores: Optional[float]) -> Dict:
-    """What the rest of this machine took while the figures were measured: the cores it kept
-    busy (``others_cores``) and the share of this program's quota it left (``free_share``)."""
-    if others_cores is None:
-        return {}
-    return {"others_cores": round(others_cores, 3), "free_share": round(free_share(others_cores, usable_cores()), 3)}
+def _beside_load(measure) -> Dict:
+    """``measure()``'s figures, with what the rest of this machine took meanwhile: the cores it
+    kept busy (``others_cores``) and the share of this program's quota it left (``free_share``)."""
+    with OthersLoad() as others:
+        figures = measure()
+    if others.cores is not None:
+        figures.update(others_cores=round(others.cores, 3),
+                       free_share=round(free_share(others.cores, usable_cores()), 3))
+    return figures
 
 
 def emit(result: Dict) -> str:
@@ -436,11 +439,11 @@ def main(argv=None):
     try:
         if argv[:1] == ["key"]:
             result = {"cores": usable_cores()}
-        elif argv[:1] == ["hardware"] or (argv[:1] == ["model"] and len(argv) == 5):
-            with OthersLoad() as others:
-                result = (_measure_hardware() if argv[0] == "hardware" else
-                          _measure_model(argv[1], int(argv[2]), int(argv[3]), None if argv[4] == "-" else argv[4]))
-            result.update(_load_fields(others.cores))
+        elif argv[:1] == ["hardware"]:
+            result = _beside_load(_measure_hardware)
+        elif argv[:1] == ["model"] and len(argv) == 5:
+            result = _beside_load(lambda: _measure_model(argv[1], int(argv[2]), int(argv[3]),
+                                                         None if argv[4] == "-" else argv[4]))
         else:
             raise SystemExit('usage: python -m bench.driver.calibration key | hardware | model \'["NAME", "H,W,C", CLASSES]\' '
                              'BATCH WORKERS CUT')
