@@ -279,8 +279,12 @@ def test_a_comparison_runs_from_a_login_host_outside_the_hostfile(cluster):
         # no --bandwidth: the links were measured (one flow, h1 to h0); `cluster up` shaped them to 1 Gbit/s
         assert set(rows["link_measured"]) == {True} and rows["link_bps"].nunique() == 1
         assert 0.85e9 <= rows["link_bps"].iloc[0] <= 1.1e9, rows["link_bps"].iloc[0]
+        # the link check over ssh: fan-in apart, the all-reduce inside Horovod's own ranks on h1, h2
+        checked = dict(zip(rows["strategy"], zip(rows["link_pattern"], rows["link_efficiency"])))
+        assert checked["horovod"][0] == "all-reduce" and checked["ps"][0] == "fan-in", checked
+        assert all(0.4 < efficiency < 1.3 for _, efficiency in checked.values()), checked  # of one flow's rate
         print(f"3 strategies from the login host in {time.monotonic() - started:.0f}s; "
-              f"link measured at {rows['link_bps'].iloc[0] / 1e9:.3f} Gbit/s")
+              f"link measured at {rows['link_bps'].iloc[0] / 1e9:.3f} Gbit/s; link check {checked}")
     finally:
         shutil.rmtree(results, ignore_errors=True)
 

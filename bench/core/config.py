@@ -122,6 +122,10 @@ class RunConfig:
     out: Optional[str] = setting(None, "rank 0 writes the result JSON to this file on its own host (default: "
                                  "RALP-RESULT lines on stdout; python -m bench.rank.result < OUTPUT decodes them)",
                                  cli=("rank",), rank=False)
+    # Set by the driver for a Horovod run that makes its cluster's link check (bench/launch/link_probe.py).
+    link_probe_floats: Optional[int] = setting(None, "horovod: before training, time 3 all-reduces of this many fp32 "
+                                               "values in the run's own ranks (the all-reduce link check; "
+                                               "ralp-bench run sets it)", cli=("rank",))
     dump_weights: Optional[str] = setting(None, "rank 0 saves final trainable weights (.npz) to this path on its own "
                                           "host", cli=("rank",))
     extra: dict = setting(None, cli=(), rank=False, factory=dict)
@@ -231,6 +235,8 @@ class RunConfig:
         for name in ("batch_size", "steps", "micro_batches"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.link_probe_floats is not None and self.link_probe_floats < 1:
+            raise UserError(f"--link-probe-floats must be at least 1, got {self.link_probe_floats}")
         if self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
             raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
                             "drop --micro-batches or use --strategy ralp-hybrid")

@@ -64,16 +64,19 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
                 "failure": f"planning failed: {one_line(f'{type(exc).__name__}: {exc}')}; traceback in {log}"}
     strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
-    row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
-               **launcher.link_fields(spec_of(strategy).pattern_for(cfg.ps_placement)))
+    row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut)
+    pattern = spec_of(strategy).pattern_for(cfg.ps_placement)
+    layout = RankLayout.for_run(cfg, strategy)
+    probe_floats = launcher.in_run_link_probe(pattern, layout) if _carries_link_probe(cfg, strategy) else None
+    if probe_floats is None:
+        row.update(launcher.link_fields(pattern))
     if strategy == "horovod":
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
                                                  cfg.horovod_autotune, cfg.horovod_hierarchical)
     cfg = replace(cfg, compression=plan.compression)  # ranks and predictions get the concrete codec
-    layout = RankLayout.for_run(cfg, strategy)
     received = ResultReceiver()
     try:
-        spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut), strategy))
+        spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut, link_probe_floats=probe_floats), strategy))
         times_before = cpu_times()
         run_mpirun(spec, timeout_s=deadline_for(cfg), layout=layout, on_progress=on_progress, echo=echo,
                    result=received, log_label=f"{cfg.model}-{strategy}-w{cfg.workers}")
@@ -83,9 +86,18 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
         return {**row, **_predicted(cfg, strategy, cut), "status": "failed", "failure": str(exc)}
     finally:
         launcher.after_run()
+    if probe_floats is not None:  # a failed run measured nothing: the next run that can carries the check
+        row.update(launcher.link_fields(pattern, in_run=result.link_probe))
     return {**row, **_predicted(cfg, strategy, cut), **measured_fields(cfg, result), "status": "ok",
             "failure": None}
 
+
+def _carries_link_probe(cfg: RunConfig, strategy: str) -> bool:
+    """Can a run of ``strategy`` make the link check's all-reduce in its own ranks? Horovod on the
+    transport the separate probe measures (Gloo, flat, untuned by its autotuner, which would learn
+    from the probe's cycles)."""
+    return (strategy == "horovod" and cfg.horovod_ops == "gloo" and not cfg.horovod_autotune
+            and not cfg.horovod_hierarchical)
 
 
 def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = None) -> Dict:

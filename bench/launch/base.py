@@ -99,9 +99,26 @@ class Launcher(abc.ABC):
     def cluster_fields(self) -> Dict:
         """Result-row fields describing this cluster (mode, hosts, link rates...)."""
 
-    def link_fields(self, pattern: Optional[str]) -> Dict:
-        """Result-row fields on how well the links carry traffic ``pattern`` (emulated only)."""
-        return {}
+    def host_slots(self) -> List[int]:
+        """Ranks each host may take, in host order (what ``place_ranks`` fills)."""
+        raise NotImplementedError
+
+    def link_checks(self):
+        """The cluster's link check (bench/launch/link_probe.py ``LinkChecks``) where this launcher
+        makes one: emulated links, or real NICs whose rate the user stated. None: no check."""
+        return None
+
+    def in_run_link_probe(self, pattern: Optional[str], layout: RankLayout) -> Optional[int]:
+        """fp32 values for the run of ``layout`` to all-reduce in its own ranks before training,
+        where that run makes the cluster's still-missing check of ``pattern``; None: nothing."""
+        checks = self.link_checks()
+        return checks.in_run_floats(pattern, place_ranks(layout, self.host_slots())) if checks else None
+
+    def link_fields(self, pattern: Optional[str], in_run: Optional[Dict[str, float]] = None) -> Dict:
+        """Result-row fields on how well the links carry traffic ``pattern`` (``in_run``: what the
+        run measured itself, after ``in_run_link_probe``); {} where there is no check."""
+        checks = self.link_checks()
+        return checks.fields(pattern, in_run) if checks else {}
 
     def measure_link(self):
         """Learn ``link`` by measuring it where nobody stated it (hosts.py); the driver calls it

@@ -6,7 +6,7 @@ strategy moves between roles crosses a shaped NIC. mpirun runs inside host 0.
 """
 import os
 import sys
-from typing import Dict, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from bench.launch import link_probe, netns
 from bench.launch.base import LaunchSpec, Launcher, place_ranks
@@ -30,8 +30,7 @@ class EmulatedLauncher(Launcher):
         self.link = link if isinstance(link, LinkSpec) else LinkSpec(float(link))
         self.cluster = EmulatedCluster(ps + workers, self.link.worker_bps, self.link.latency_s, self.link.ps_bps,
                                        name=name, cpus_per_host=cpus_per_host)
-        self.link_check = link_check
-        self._efficiency: Dict[str, float] = {}
+        self._checks = link_probe.LinkChecks(lambda: self.cluster) if link_check else None
 
     def __enter__(self):
         self.cluster.__enter__()
@@ -41,7 +40,7 @@ class EmulatedLauncher(Launcher):
         return self.cluster.__exit__(*exc)
 
     def spec(self, layout, rank_argv) -> LaunchSpec:
-        counts = place_ranks(layout, [1] * len(self.cluster.hosts))
+        counts = place_ranks(layout, self.host_slots())
         argv = self.cluster.mpirun_prefix() + ["mpirun"] + self.cluster.mpirun_args(counts)
         for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED", "OMPI_MCA_btl_vader_single_copy_mechanism"):
             argv += ["-x", name]
@@ -60,10 +59,10 @@ class EmulatedLauncher(Launcher):
         return {"cluster_mode": "emulated", "hosts": len(c.hosts), **self.link.row_fields(),
                 "cpus_per_host": c.cpus_per_host or None}
 
-    def link_fields(self, pattern: Optional[str]) -> Dict:
-        """The measured efficiency of traffic ``pattern`` (link_probe.PATTERNS; once per cluster)."""
-        if not self.link_check or pattern is None or len(self.cluster.hosts) < 2:
-            return {}
-        if pattern not in self._efficiency:
-            self._efficiency[pattern] = link_probe.measure_pattern(self.cluster, pattern).efficiency
-        return {"link_pattern": pattern, "link_efficiency": self._efficiency[pattern]}
+    def host_slots(self) -> List[int]:
+        return [1] * len(self.cluster.hosts)  # one host per worker (module docstring)
+
+    def link_checks(self):
+        """The emulated links' check, measured once per cluster (link_probe.PATTERNS); off with
+        --no-link-check, and for one host (no link)."""
+        return self._checks if len(self.cluster.hosts) >= 2 else None

@@ -112,7 +112,7 @@ class HostsLauncher(Launcher):
         self.env = forwarded_env(env or {}, {**os.environ, **BASE_ENV})
         self.mpirun_args = list(mpirun_args or ())
         self.firewall = Firewall([h for h, _ in hosts], self.once_per_host, self.env) if firewall else None
-        self._efficiency: Dict[str, float] = {}
+        self._checks = link_probe.LinkChecks(lambda: ProbedHosts(self))
 
     def __enter__(self):
         if self.firewall:
@@ -139,7 +139,7 @@ class HostsLauncher(Launcher):
         """The first worker host of ``layout`` and the mpirun that starts one program there (its
         argv still to be appended), as that host's ranks are started: the cost model's compute is
         measured on a machine that runs workers, with its CPUs and the ranks' environment."""
-        workers = worker_counts(layout, [s for _, s in self.hosts])
+        workers = worker_counts(layout, self.host_slots())
         first = next(i for i, n in enumerate(workers) if n)
         counts = [int(i == first) for i in range(len(self.hosts))]
         return self.hosts[first][0], LaunchSpec(self.mpirun_argv(counts, []), env=dict(self.env))
@@ -148,10 +148,10 @@ class HostsLauncher(Launcher):
         return self.mpirun_argv([1] * len(self.hosts), program)
 
     def workers_per_host(self, layout) -> Optional[int]:
-        return max(worker_counts(layout, [s for _, s in self.hosts]))
+        return max(worker_counts(layout, self.host_slots()))
 
     def spec(self, layout, rank_argv) -> LaunchSpec:
-        counts = place_ranks(layout, [s for _, s in self.hosts])
+        counts = place_ranks(layout, self.host_slots())
         if self.network:
             rank_argv = rank_argv + ["--network", self.network]
         return LaunchSpec(self.mpirun_argv(counts, [sys.executable, "-m", "bench.run"] + rank_argv),
@@ -178,15 +178,13 @@ class HostsLauncher(Launcher):
                             f"({one_line(str(exc), 200)}); state it with --bandwidth") from None
         self.link = LinkSpec(rate, measured=True)
 
-    def link_fields(self, pattern: Optional[str]) -> Dict:
-        """The measured efficiency of traffic ``pattern`` over the real NICs against the rate the
-        user stated (``--bandwidth``; without it there is no line rate to compare with), measured
-        once per run by link_probe.py with its programs started by mpirun as the ranks are."""
-        if self.link is None or pattern is None or len(self.hosts) < 2:
-            return {}
-        if pattern not in self._efficiency:
-            self._efficiency[pattern] = link_probe.measure_pattern(ProbedHosts(self), pattern).efficiency
-        return {"link_pattern": pattern, "link_efficiency": self._efficiency[pattern]}
+    def host_slots(self) -> List[int]:
+        return [s for _, s in self.hosts]
+
+    def link_checks(self):
+        """The real NICs' check against the rate the user stated (``--bandwidth``; without it
+        there is no line rate to compare with), its programs started by mpirun as the ranks are."""
+        return self._checks if self.link is not None and len(self.hosts) >= 2 else None
 
     def cluster_fields(self) -> Dict:
         links = self.link.row_fields() if self.link else {"link_bps": None, "ps_link_bps": None, "latency_s": None}

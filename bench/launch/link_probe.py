@@ -9,7 +9,8 @@ on is measured as a share of what the shaped links allow:
 - ``all-to-all``: every worker host sends to every other at once (sync PS with a PS task
   beside each worker: each worker pushes a shard to every other host's PS task);
 - ``all-reduce``: Horovod's own all-reduce of a model-sized buffer over the
-  worker hosts (mpirun, as runs launch it); line time 2(N-1)/N * bytes / rate.
+  worker hosts (mpirun, as runs launch it; or inside the first Horovod run's ranks,
+  ``LinkChecks``); line time 2(N-1)/N * bytes / rate.
 
 The raw-TCP patterns run ``python -m bench.rank.link_probe serve|send``
 inside the hosts' namespaces and CPU groups; the receiver times first byte
@@ -21,11 +22,11 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional
 
 from bench.launch import processes
 from bench.launch.base import BASE_ENV
-from bench.launch.cpu_steal import PROBE_MAX_STEAL, measure_quietly
+from bench.launch.cpu_steal import PROBE_MAX_STEAL, measure_quietly, too_stolen
 
 GOODPUT = 1448 / 1514   # TCP payload per Ethernet frame (MTU 1500, timestamps on)
 PORT = 47_011
@@ -123,10 +124,28 @@ def _allreduce_pattern(cluster, hosts: List[int], floats: int, repeats: int, env
     if out.returncode != 0:
         raise RuntimeError(f"all-reduce probe failed: {out.stdout[-1500:]}{out.stderr[-1500:]}")
     seconds = json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])["seconds"]
+    return _allreduce_result(cluster, hosts, floats, seconds)
+
+
+def _allreduce_result(cluster, hosts: List[int], floats: int, seconds: float) -> PatternResult:
+    """An all-reduce of ``floats`` fp32 values over ``hosts`` that took ``seconds``, against its
+    line time 2(N-1)/N * bytes / rate."""
     n = len(hosts)
     rate = min(cluster.hosts[h].bandwidth_bps for h in hosts)
     line = 2 * (n - 1) / n * 4 * floats * 8 / (rate * GOODPUT)
     return PatternResult("all-reduce", n, rate, seconds, line)
+
+
+def _allreduce_floats(cluster, hosts: List[int], seconds: float) -> int:
+    """A buffer the ring moves in about ``seconds`` at line rate over ``hosts``."""
+    n = len(hosts)
+    total = min(cluster.hosts[h].bandwidth_bps for h in hosts) / 8 * GOODPUT * seconds
+    return max(1, int(total / 4 * n / (2 * max(1, n - 1))))
+
+
+def _worker_hosts(hosts: int) -> List[int]:
+    """The hosts a pattern's workers sit on: all but the PS host 0, or both hosts of a pair."""
+    return list(range(1, hosts)) if hosts >= 3 else list(range(hosts))
 
 
 # Which pattern a strategy's traffic follows is its spec's (bench/core/strategy_specs.py).
@@ -149,7 +168,7 @@ def measure_pattern(cluster, pattern: str, seconds: float = 1.0, floats: Optiona
 
 def _pattern(cluster, pattern, seconds, floats, repeats, ops) -> PatternResult:
     hosts = len(cluster.hosts)
-    workers = list(range(1, hosts)) if hosts >= 3 else list(range(hosts))
+    workers = _worker_hosts(hosts)
     rate = min(cluster.hosts[h].bandwidth_bps for h in workers)
     total = int(rate / 8 * GOODPUT * seconds)
     if pattern == "one flow":
@@ -164,12 +183,51 @@ def _pattern(cluster, pattern, seconds, floats, repeats, ops) -> PatternResult:
         pairs = [(a, b) for a in workers for b in workers if a != b]
         return _raw_pattern(cluster, pattern, pairs, max(1, total // max(1, len(workers) - 1)))
     if pattern == "all-reduce":
-        n = len(workers)
-        floats = floats or max(1, int(total / 4 * n / (2 * max(1, n - 1))))
-        return _allreduce_pattern(cluster, workers, floats, repeats, ops=ops)
+        return _allreduce_pattern(cluster, workers, floats or _allreduce_floats(cluster, workers, seconds), repeats,
+                                  ops=ops)
     raise ValueError(f"unknown pattern {pattern!r}; one of {', '.join(PATTERNS)}")
 
 
 def measure(cluster, seconds: float = 1.0, patterns=PATTERNS, **kwargs) -> List[PatternResult]:
     """``measure_pattern`` for each of ``patterns`` (the all-reduce only with >= 2 worker hosts)."""
     return [measure_pattern(cluster, p, seconds, **kwargs) for p in patterns]
+
+
+class LinkChecks:
+    """A launcher's link check: the efficiency of each traffic pattern its runs rely on, measured
+    once per cluster and written into each row (``fields``). The all-reduce is measured inside
+    the first Horovod run that can carry it (``in_run_floats``): its ranks are up with Horovod
+    started, on the hosts this probe would use, so the check needs no mpirun of its own. Where
+    the run cannot carry it (another transport, several ranks per host, other hosts) or the
+    hypervisor stole more than PROBE_MAX_STEAL while it ran, the pattern is measured apart, as
+    every other pattern is."""
+
+    def __init__(self, probed: Callable[[], object]):
+        self._probed = probed  # the cluster as the probes drive it (an EmulatedCluster, ProbedHosts)
+        self._efficiency: Dict[str, float] = {}
+
+    def in_run_floats(self, pattern: Optional[str], ranks_per_host: List[int]) -> Optional[int]:
+        """fp32 values for a run placing ``ranks_per_host`` to all-reduce before training, where
+        that run makes the still-missing all-reduce check; None: nothing for the run to do."""
+        if pattern != "all-reduce" or pattern in self._efficiency or max(ranks_per_host, default=0) != 1:
+            return None
+        cluster = self._probed()
+        hosts = [h for h, n in enumerate(ranks_per_host) if n]
+        if hosts != _worker_hosts(len(cluster.hosts)) or len(hosts) < 2:
+            return None
+        return _allreduce_floats(cluster, hosts, 1.0)
+
+    def fields(self, pattern: Optional[str], in_run: Optional[Dict[str, float]] = None) -> Dict:
+        """The row's link_pattern and link_efficiency; ``in_run``: the run's own all-reduce
+        measurement (bench/rank/main.py ``_link_probe``), read instead of measuring apart."""
+        if pattern is None:
+            return {}
+        if pattern not in self._efficiency:
+            cluster = self._probed()
+            if pattern == "all-reduce" and in_run and not too_stolen(in_run["steal"], PROBE_MAX_STEAL):
+                result = _allreduce_result(cluster, _worker_hosts(len(cluster.hosts)), int(in_run["floats"]),
+                                           in_run["seconds"])
+            else:
+                result = measure_pattern(cluster, pattern)
+            self._efficiency[pattern] = result.efficiency
+        return {"link_pattern": pattern, "link_efficiency": self._efficiency[pattern]}

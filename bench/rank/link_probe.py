@@ -76,13 +76,24 @@ def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None
     comm = MPI.COMM_WORLD
     info = rendezvous(comm, [Role("worker", r) for r in range(comm.Get_size())], network)
     hvd = init_horovod(comm, list(range(comm.Get_size())), info.addresses, ops)
+    seconds, times = time_allreduce(hvd, floats, repeats)
+    if hvd.rank() == 0:
+        print(json.dumps({"seconds": seconds, "all": times}), flush=True)
+    hvd.shutdown()
+
+
+def time_allreduce(hvd, floats: int, repeats: int = 3):
+    """(median, every time) of ``repeats`` all-reduces of ``floats`` fp32 values after one
+    untimed (tracing, Horovod's first negotiation): this program's measurement, and the one a
+    Horovod run makes in its own ranks before training (bench/rank/main.py), which spares the
+    link check a launch of its own."""
     import tensorflow as tf
 
     buf = tf.ones([floats], tf.float32)
 
     @tf.function
     def reduce(x):
-        return hvd.allreduce(x, op=hvd.Sum, name="probe")
+        return hvd.allreduce(x, op=hvd.Sum, name="link_probe")
 
     reduce(buf).numpy()
     times = []
@@ -90,9 +101,7 @@ def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None
         t0 = time.perf_counter()
         reduce(buf)[0].numpy()
         times.append(time.perf_counter() - t0)
-    if hvd.rank() == 0:
-        print(json.dumps({"seconds": statistics.median(times), "all": times}), flush=True)
-    hvd.shutdown()
+    return statistics.median(times), times
 
 
 def main(argv=None):

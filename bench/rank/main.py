@@ -23,9 +23,11 @@ from bench.core.errors import UserError
 from bench.core.horovod_settings import tuning_env
 from bench.core.roles import RankLayout, Role, role_of
 from bench.core.strategy_specs import spec_of
+from bench.launch.cpu_steal import cpu_times, steal_share
 from bench.rank.gpu import choose_gpu, host_gpus
 from bench.rank.hvd_init import gloo_timeout_s, init_horovod
 from bench.rank import scratch
+from bench.rank.link_probe import time_allreduce
 from bench.rank.result import result_lines
 from bench.rank.tf_cluster import (TrafficMeter, device_for, follow_until_stopped, polite_allgather, rendezvous,
                                    start_server, thread_counts)
@@ -110,6 +112,10 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
                            tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune,
                                       cfg.horovod_hierarchical),
                            timeout_s=gloo_timeout_s(cfg.warmup_window_s))
+    probe = None
+    if hvd is not None and cfg.link_probe_floats:
+        phase(rank, "link check (all-reduce)")
+        probe = _link_probe(hvd, cfg.link_probe_floats)
     watchdog.disarm()
     if roles[rank].job != "worker":
         follow_until_stopped(comm, info)
@@ -119,13 +125,23 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
     ctx = StrategyContext(cfg, load_shards(cfg), extra={"worker_index": index, "comm": comm})
     leader = index == 0
     result = _train_and_report(comm, cfg, cls(ctx), meter, plan, leader, watchdog, lockstep=True)
-    result.ps_hosts = []
+    result.ps_hosts, result.link_probe = [], probe
     result.worker_hosts = sorted({info.addresses[r] for r in worker_ranks})
     if leader:
         _write(cfg, result)
     if hvd is not None:
         hvd.shutdown()  # Horovod's background thread must leave MPI before MPI_Finalize
     _finish()
+
+
+def _link_probe(hvd, floats: int) -> dict:
+    """The link check's all-reduce (bench/launch/link_probe.py ``LinkChecks``) in this run's own
+    ranks, before training: Horovod is up already, so the check costs no launch of its own
+    (another mpirun, TensorFlow and Horovod imported again on every worker host: ~15 s on the
+    emulated cluster, more over ssh). The machine's steal beside it, as the driver's probes keep."""
+    before = cpu_times()
+    seconds, _ = time_allreduce(hvd, floats)
+    return {"floats": floats, "seconds": seconds, "steal": steal_share(before, cpu_times())}
 
 
 def _serve(comm, info, role, intra, inter, gpu, watchdog):

@@ -44,6 +44,9 @@ class RankResult:
     # host -> {source: [tx, rx]} over the timed steps, the sources bytes_by_host sums (each NIC
     # routing to a peer, each RDMA port as "ib:HCA/PORT"; bench/launch/nic.py)
     bytes_by_source: Dict[str, Dict[str, List[int]]] = field(default_factory=dict)
+    # the link check's all-reduce made by this run's ranks before training (--link-probe-floats):
+    # {"floats", "seconds" (median of 3), "steal"}; None where the driver probes apart
+    link_probe: Optional[Dict[str, float]] = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
