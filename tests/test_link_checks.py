@@ -37,6 +37,9 @@ def test_only_a_run_on_the_probes_own_hosts_one_rank_each_carries_the_all_reduce
     assert checks.in_run_floats("all-reduce", [0, 1, 0]) is None    # one host: no ring
     assert checks.in_run_floats("all-reduce", [1, 1, 0]) is None    # not the worker hosts the probe uses
     assert LinkChecks(lambda: Described(2)).in_run_floats("all-reduce", [0, 1]) is None
+    fast = Described(3)
+    fast.hosts = [Host(100e9) for _ in range(3)]  # a second's worth would be 12 GB on every rank
+    assert LinkChecks(lambda: fast).in_run_floats("all-reduce", [0, 1, 1]) == link_probe.ALLREDUCE_MAX_BYTES // 4
 
 
 def test_the_runs_measurement_is_read_once_and_a_stolen_one_is_measured_again_apart(monkeypatch):

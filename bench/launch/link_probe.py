@@ -136,11 +136,17 @@ def _allreduce_result(cluster, hosts: List[int], floats: int, seconds: float) ->
     return PatternResult("all-reduce", n, rate, seconds, line)
 
 
+ALLREDUCE_MAX_BYTES = 256 * 2 ** 20
+
+
 def _allreduce_floats(cluster, hosts: List[int], seconds: float) -> int:
-    """A buffer the ring moves in about ``seconds`` at line rate over ``hosts``."""
+    """A buffer the ring moves in about ``seconds`` at line rate over ``hosts``, at most
+    ALLREDUCE_MAX_BYTES: the buffer sits in memory on every rank (inside a Horovod run, beside
+    the model, on its GPU where it has one), and a second's worth of 100 Gbit/s would be 12 GB.
+    At that cap the ring still takes ~0.1 s on 25 GbE, far above Horovod's per-call overhead."""
     n = len(hosts)
     total = min(cluster.hosts[h].bandwidth_bps for h in hosts) / 8 * GOODPUT * seconds
-    return max(1, int(total / 4 * n / (2 * max(1, n - 1))))
+    return max(1, min(int(total / 4 * n / (2 * max(1, n - 1))), ALLREDUCE_MAX_BYTES // 4))
 
 
 def _worker_hosts(hosts: int) -> List[int]:
