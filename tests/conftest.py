@@ -131,7 +131,7 @@ MODULE_SECONDS = {
     "test_model_matrix": 790, "test_ssh_hosts": 417, "test_distributed": 407, "test_compression_runs": 340,
     "test_wheel": 329, "test_user_models": 310, "test_emulated_runs": 246, "test_firewall": 238,
     "test_accuracy": 154, "test_slurm": 118, "test_sweep": 95, "test_hybrid": 95, "test_browser": 69,
-    "test_models": 54, "test_host_cpus": 54, "test_analyzer": 54,
+    "test_models": 54, "test_host_cpus": 54, "test_analyzer": 54, "test_link_checks": 25,
 }
 
 
