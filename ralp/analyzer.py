@@ -34,12 +34,17 @@ micro-batches (see the constant). ``Plan`` records the S, m and layout it chose.
 hosts of several GPUs: with ``hierarchical=None`` (``ralp-bench analyze``) the analyzer prices
 its hierarchical all-reduce beside the flat ring and takes it when ``MIN_VARIANT_GAIN`` faster
 (``hierarchical_applies`` says where it differs); a run's plan prices what the run will do.
+The hybrid's ring buckets likewise: ``hybrid_bucket_mb=None`` (``ralp-bench analyze``) prices the
+chosen hybrid variant with each of ``BUCKET_SIZES_MB`` (0: one fused ring after the backward);
+a bucket layout must be ``MIN_VARIANT_GAIN`` faster than the fused ring, and of those within that
+margin of the fastest the largest buckets (fewest rings) win; the reason says how a run asks for
+it (``--hybrid-bucket-mb``). A number prices exactly that, as a run does.
 """
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from ralp.cost_model import (PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES, STRATEGY_LABELS,
-                             CODECS_OF, Prediction, parse_compression, predict, workers_on_each_host)
+from ralp.cost_model import (HYBRID_BUCKET_MB, PIPELINED, PS_PLACEMENTS, SHARDED_HEAD, SPLIT_STRATEGIES, STRATEGIES,
+                             STRATEGY_LABELS, CODECS_OF, Prediction, parse_compression, predict, workers_on_each_host)
 from ralp.errors import UserError
 from ralp.hardware import Hardware, load_hardware
 from ralp.head_chain import head_chain
@@ -68,6 +73,12 @@ AUTO_COMPRESSIONS = ("none", "fp16", "int8", "topk:0.01")  # least to most lossy
 # slower to 17% faster, a coin toss that `auto` kept losing half the time.
 MIN_VARIANT_GAIN = 0.05
 MICRO_BATCHES = (1, 2, 4, 8)  # m tried by the search (those dividing the batch)
+# Ring buckets tried by the search (MiB of fp32 tower gradients; 0: one fused ring). Measured (run
+# 20261206T231132Z-6bc186: 4 workers, links scaled to V100 + 10 GbE, 2 launches each): vgg_cifar's
+# hybrid 1.17x (1 MiB) and 1.07x (4 MiB) the fused ring's speed, predicted 1.21x and 1.10x;
+# alexnet_cifar 1.07x (1 MiB), predicted 1.13x. The model leaves out each ring's fixed cost, so it
+# over-rates small buckets by a few percent, which the margin absorbs.
+BUCKET_SIZES_MB = (0.0, 1.0, 4.0, 16.0)
 
 
 @dataclass
@@ -87,6 +98,7 @@ class Plan:
     hybrid_variants: Dict[Tuple[int, int], Prediction] = field(default_factory=dict)  # (S, m) -> best cut
     ps_layouts: Dict[str, Prediction] = field(default_factory=dict)  # sync PS per layout tried
     horovod_variants: Dict[str, Prediction] = field(default_factory=dict)  # "flat" / "hierarchical", where searched
+    hybrid_buckets: Dict[float, Prediction] = field(default_factory=dict)  # ring buckets (MiB) -> the hybrid, where searched
 
     @property
     def split(self) -> bool:
@@ -155,18 +167,23 @@ def analyze(model_or_profile, *, batch_size: int, workers: int, ps: int = 1, har
             strategies: Sequence[str] = STRATEGIES, compression: Union[None, str, Sequence[str]] = None,
             overlap: bool = False, all_cuts: bool = False, timing=None, ps_placement: str = "dedicated",
             search_layouts: bool = False, micro_batches: Optional[int] = None,
-            workers_per_host: Optional[int] = None, hierarchical: Optional[bool] = False) -> Plan:
+            workers_per_host: Optional[int] = None, hierarchical: Optional[bool] = False,
+            hybrid_bucket_mb: Optional[float] = HYBRID_BUCKET_MB) -> Plan:
     """Predict each strategy and pick the fastest; see module docstring for the split, codec,
     layout and micro-batch rules. ``workers_per_host``: workers sharing a host's NIC (None: the
     hardware's ``gpus_per_host``; ralp/cost_model.py ``workers_on_each_host``). ``hierarchical``:
     Horovod's all-reduce as a run will do it (False: one flat ring; True: hierarchical), or None:
     both where hierarchical applies (``hierarchical_applies``), the hierarchical one taken when it
-    is ``MIN_VARIANT_GAIN`` faster, and the reason says which and how to ask a run for it."""
+    is ``MIN_VARIANT_GAIN`` faster, and the reason says which and how to ask a run for it.
+    ``hybrid_bucket_mb``: the hybrid's ring buckets as a run will have them, or None: searched
+    (module docstring)."""
     if ps_placement not in PS_PLACEMENTS:
         raise UserError(f"unknown PS placement {ps_placement!r}; choose from {', '.join(PS_PLACEMENTS)}")
     search = _Search(_validate(batch_size, workers, ps, strategies, micro_batches),
                      PS_PLACEMENTS if search_layouts else (ps_placement,),
-                     range(1, ps + 1) if search_layouts else (ps,), ps_placement, hierarchical)
+                     range(1, ps + 1) if search_layouts else (ps,), ps_placement, hierarchical,
+                     HYBRID_BUCKET_MB if hybrid_bucket_mb is None else hybrid_bucket_mb,
+                     BUCKET_SIZES_MB if hybrid_bucket_mb is None else ())
     profile = model_or_profile if isinstance(model_or_profile, ModelProfile) else profile_model(model_or_profile)
     if not isinstance(hardware, Hardware):
         hardware = load_hardware(hardware)
@@ -200,6 +217,8 @@ class _Search:
     shards: Sequence[int]          # S for the hybrid's head
     preferred: str = "dedicated"   # the layout a tie goes to
     hierarchical: Optional[bool] = False  # Horovod's all-reduce: flat, hierarchical, or None: both (``analyze``)
+    bucket_mb: float = HYBRID_BUCKET_MB  # the hybrid's ring buckets (MiB) its cuts are priced with
+    buckets: Sequence[float] = ()        # ring buckets tried for each unpipelined variant's cut (none: bucket_mb)
 
 
 def hierarchical_applies(hardware: Hardware, workers: int, workers_per_host: Optional[int], compression) -> bool:
@@ -216,26 +235,35 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                  timing=None, search: Optional[_Search] = None, workers_per_host: Optional[int] = None) -> Plan:
     search = search or _Search((1,), ("dedicated",), (ps,))
     common = dict(workers=workers, batch_size=batch_size, hardware=hardware, overlap=overlap,
-                  compression=compression, timing=timing, workers_per_host=workers_per_host)
+                  compression=compression, timing=timing, workers_per_host=workers_per_host,
+                  hybrid_bucket_mb=search.bucket_mb)
     if compression is not None:  # strategies not priced (nor implemented) with this codec sit it out
         kind = parse_compression(compression)[0]
         strategies = [s for s in strategies if kind in CODECS_OF.get(s, (kind,))]
     predictions, ps_layouts, horovod_variants = _unsplit(profile, strategies, ps, common, search)
     split_possible = profile.first_dense_cut() is not None
     cuts = candidate_cuts(profile, all_cuts)
-    best_splits, by_cut, variants = [], {}, {}
+    best_splits, by_cut, variants, by_bucket = [], {}, {}, {}
     for s in (s for s in SPLIT_STRATEGIES if s in strategies):
         for S in (search.shards if s in SHARDED_HEAD else (ps,)):
             usable = [c for c in cuts if S == 1 or s not in SHARDED_HEAD or profile.head_chain(c) is not None]
             for m in (search.micro_batches if s in PIPELINED else (1,)):
                 by_cut[s, S, m] = {cut: predict(profile, s, cut=cut, ps=S, micro_batches=m, **common) for cut in usable}
                 best = _pick_ralp(by_cut[s, S, m], profile.cut_points)
+                if best is not None and s in PIPELINED and m == 1 and search.buckets:
+                    # pipelined micro-batches ring once after the pipeline: buckets change nothing there
+                    by_bucket[S] = {mb: predict(profile, s, cut=best.cut, ps=S, **{**common, "hybrid_bucket_mb": mb})
+                                    for mb in search.buckets}
+                    best = _pick_bucket(by_bucket[S])
                 if best is not None and s in PIPELINED + SHARDED_HEAD:
                     variants[S, m] = best
                 elif best is not None:
                     best_splits.append(best)
+    buckets = {}  # the ring buckets weighed for the chosen hybrid variant
     if variants:
-        best_splits.append(_pick_variant(variants))
+        hybrid = _pick_variant(variants)
+        buckets = by_bucket.get(hybrid.ps, {}) if hybrid.micro_batches == 1 else {}
+        best_splits.append(hybrid)
     for p in best_splits:
         predictions[p.strategy] = p
     best_split = _pick_split(best_splits)
@@ -252,14 +280,15 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                         "add 'ps' or 'horovod' to the strategies")
     requested = any(s in strategies for s in SPLIT_STRATEGIES)
     reason = _reason(profile, chosen, predictions, best_split, split_possible, requested)
-    reason += _variant_reason(predictions, variants, ps_layouts) + _horovod_reason(horovod_variants)
+    reason += (_variant_reason(predictions, variants, ps_layouts) + _bucket_reason(buckets)
+               + _horovod_reason(horovod_variants))
     if cuts and not variants and any(s in strategies for s in SHARDED_HEAD):
         reason += f" The hybrid is not a candidate with {ps} PS tasks: {head_chain(profile, cuts[0])[1]}."
     return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy in SPLIT_STRATEGIES else None,
                 predictions=predictions, reason=reason, ralp_by_cut=by_cut.get(("ralp", ps, 1), {}),
                 split_possible=split_possible, compression=compression, micro_batches=chosen.micro_batches,
                 ps=chosen.ps, ps_placement=chosen.ps_placement, hybrid_variants=variants, ps_layouts=ps_layouts,
-                horovod_variants=horovod_variants)
+                horovod_variants=horovod_variants, hybrid_buckets=buckets)
 
 
 def _unsplit(profile, strategies, ps, common, search: _Search):
@@ -302,6 +331,31 @@ def _pick_variant(variants: Dict[Tuple[int, int], Prediction]) -> Prediction:
     fastest = min(p.step_time_s for p in eligible)
     near = [p for p in eligible if p.step_time_s * (1 - MIN_VARIANT_GAIN) <= fastest * (1 + 1e-9)]
     return min(near, key=lambda p: (p.ps, p.micro_batches, p.step_time_s))
+
+
+def _pick_bucket(by_bucket: Dict[float, Prediction]) -> Prediction:
+    """The ring buckets to run: the fused ring (0 MiB, one ring) unless a bucket layout is
+    MIN_VARIANT_GAIN faster; of those within MIN_VARIANT_GAIN of the fastest, the largest buckets
+    (the fewest rings, each with a fixed cost the model leaves out)."""
+    fused = by_bucket.get(0.0, by_bucket[max(by_bucket)])
+    eligible = [p for p in by_bucket.values() if p is fused or p.step_time_s < fused.step_time_s * (1 - MIN_VARIANT_GAIN)]
+    fastest = min(p.step_time_s for p in eligible)
+    near = [p for p in eligible if p.step_time_s * (1 - MIN_VARIANT_GAIN) <= fastest * (1 + 1e-9)]
+    return max(near, key=lambda p: (p is fused, p.hybrid_bucket_mb))
+
+
+def _bucket_reason(by_bucket: Dict[float, Prediction]) -> str:
+    """The ring buckets the search weighed (where they differ), and how a run asks for the chosen ones."""
+    if len({round(p.step_time_s, 12) for p in by_bucket.values()}) < 2:
+        return ""
+    chosen = _pick_bucket(by_bucket)
+    times = ", ".join(f"{_bucket(mb)} {_seconds(p.step_time_s)}" for mb, p in by_bucket.items())
+    return (f" Hybrid's ring: {_bucket(chosen.hybrid_bucket_mb)} ({times}; buckets must be {MIN_VARIANT_GAIN:.0%} "
+            f"faster than one fused ring; a run asks with --hybrid-bucket-mb {chosen.hybrid_bucket_mb:g}).")
+
+
+def _bucket(mb: float) -> str:
+    return "one fused ring" if mb == 0 else f"{mb:g} MiB buckets"
 
 
 def describe(p: Prediction) -> str:

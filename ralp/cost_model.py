@@ -157,6 +157,7 @@ class Prediction:
     host_rx_bytes: float = 0.0         # what it takes off the network
     intra_host_bytes: float = 0.0      # what each worker's device sends to its host's other devices
     hierarchical: bool = False         # Horovod's hierarchical all-reduce (ralp/step_cost.py hierarchical_phases)
+    hybrid_bucket_mb: Optional[float] = None  # the hybrid's ring buckets (MiB; 0: one fused ring); None: no ring buckets
 
     @property
     def worker_bytes(self) -> float:
@@ -254,6 +255,7 @@ def predict(profile, strategy: str, *, workers: int, batch_size: int, hardware: 
     cost = COST_FUNCTIONS[strategy](setting)
     prediction = _assemble(strategy, workers, batch_size, hardware, cost, overlap, k)
     prediction.micro_batches = cost.micro_batches
+    prediction.hybrid_bucket_mb = hybrid_bucket_mb if strategy in PIPELINED else None
     prediction.hierarchical = setting.hierarchical and any(ph.host_copy for ph in cost.phases)
     if strategy == "horovod":
         prediction.ps, prediction.ps_placement = 0, None

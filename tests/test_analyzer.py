@@ -153,6 +153,19 @@ def test_cli_bad_micro_batches_exit_2_without_traceback():
     assert "--micro-batches 3 does not divide --batch-size 32" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_cli_bad_bucket_size_exits_2_without_traceback():
+    result = _cli("--model", "lenet_mnist", "--hybrid-bucket-mb", "-1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--hybrid-bucket-mb expects MiB >= 0 (0: one fused ring) or auto, got '-1'" in result.stderr
+
+
+def test_cli_searches_the_hybrids_ring_buckets_unless_given():
+    args = ("--model", "vgg16", "--workers", "8", "--hardware", "v100-10gbe", "--micro-batches", "1", "--json")
+    searched, given = (json.loads(_cli(*args, *extra).stdout)["plan"] for extra in ((), ("--hybrid-bucket-mb", "1")))
+    assert set(searched["hybrid_buckets"]) == {"0", "1", "4", "16"} and searched["hybrid_bucket_mb"] == 16.0
+    assert given["hybrid_buckets"] == {} and given["hybrid_bucket_mb"] == 1.0
+
+
 def test_cli_json_and_plot(tmp_path):
     png = tmp_path / "scaling.png"
     result = _cli("--model", "lenet_mnist", "--batch-size", "64", "--workers", "4", "--bandwidth", "100mbit",

@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 from bench.core.errors import UserError  # noqa: E402
-from ralp.analyzer import MIN_VARIANT_GAIN, _pick_split, _pick_variant, analyze  # noqa: E402
+from ralp.analyzer import BUCKET_SIZES_MB, MIN_VARIANT_GAIN, _pick_bucket, _pick_split, _pick_variant, analyze  # noqa: E402
 from ralp.cost_model import Prediction, predict  # noqa: E402
 from ralp.hardware import Hardware, load_hardware  # noqa: E402
 from test_cost_model import two_layer_profile  # noqa: E402
@@ -269,6 +269,44 @@ def test_the_hybrid_must_clearly_beat_ralps_own_placement_to_be_chosen():
     assert plan.strategy == "ralp" and plan.cut == fc_on_ps.cut
     assert f"predicted only {1 - hybrid.step_time_s / fc_on_ps.step_time_s:.0%} faster" in plan.reason, plan.reason
     assert "FC-on-PS (RALP) is kept" in plan.reason, plan.reason
+
+
+def _bucketed(mb, t):
+    return dataclasses.replace(_fake(1, 1, t), hybrid_bucket_mb=mb)
+
+
+def test_ring_buckets_must_clearly_beat_one_fused_ring_and_then_the_fewest_rings_win():
+    fused = _bucketed(0.0, 1.0)
+    assert _pick_bucket({0.0: fused, 1.0: _bucketed(1.0, 0.96)}) is fused  # 4%: not worth its rings
+    four = _bucketed(4.0, 0.83)
+    # 1 MiB is fastest; 4 MiB is within 5% of it with fewer rings; 16 MiB is not
+    assert _pick_bucket({0.0: fused, 1.0: _bucketed(1.0, 0.80), 4.0: four, 16.0: _bucketed(16.0, 0.90)}) is four
+    assert _pick_bucket({0.0: fused, 4.0: _bucketed(4.0, 1.0)}) is fused  # a tie: one ring
+
+
+def test_the_search_prices_the_hybrids_ring_buckets_and_a_run_prices_its_own():
+    """VGG-16 at 8 workers on V100 + 10 GbE: the fused ring waits for the whole backward; buckets
+    overlap it (16 MiB is within 5% of 4 MiB with fewer rings). A run's plan prices the buckets the
+    run has (bench/driver/planning.py passes --hybrid-bucket-mb), and searches nothing."""
+    profile, hardware = zoo_profile("vgg16"), load_hardware("v100-10gbe")
+    plan = analyze(profile, batch_size=32, workers=8, hardware=hardware, micro_batches=1, hybrid_bucket_mb=None)
+    hybrid, tried = plan.predictions["ralp-hybrid"], plan.hybrid_buckets
+    assert set(tried) == set(BUCKET_SIZES_MB) and hybrid is _pick_bucket(tried)
+    assert hybrid.hybrid_bucket_mb == 16.0 and hybrid.step_time_s < tried[0.0].step_time_s * (1 - MIN_VARIANT_GAIN)
+    assert tried[4.0].step_time_s <= hybrid.step_time_s < tried[4.0].step_time_s / (1 - MIN_VARIANT_GAIN)
+    assert "Hybrid's ring: 16 MiB buckets" in plan.reason and "--hybrid-bucket-mb 16" in plan.reason, plan.reason
+    fused = analyze(profile, batch_size=32, workers=8, hardware=hardware, micro_batches=1, hybrid_bucket_mb=0.0)
+    assert fused.hybrid_buckets == {} and "Hybrid's ring" not in fused.reason
+    assert fused.predictions["ralp-hybrid"].hybrid_bucket_mb == 0.0
+    assert fused.predictions["ralp-hybrid"].step_time_s == pytest.approx(tried[0.0].step_time_s)
+
+    from bench.core.config import RunConfig
+    from bench.driver.planning import plan_for
+
+    for mb in (0.0, 4.0):
+        cfg = RunConfig(model="vgg16", strategy="auto", workers=8, batch_size=32, hardware="v100-10gbe",
+                        hybrid_bucket_mb=mb).validate()
+        assert plan_for(cfg).predictions["ralp-hybrid"].hybrid_bucket_mb == mb
 
 
 def test_the_search_shards_and_pipelines_vgg16_where_it_pays_and_says_why():

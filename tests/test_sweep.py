@@ -37,6 +37,9 @@ def test_shipped_sweeps_expand_to_their_grids():
     assert len(main.points) == 10 and {p.config.workers for p in main.points} == {2}
     pipelined = load_sweep(str(ROOT / "sweeps" / "bound-pipelined.toml"))
     assert len(pipelined.points) == 6 and {p.config.micro_batches for p in pipelined.points} == {1, 2, 4}
+    buckets = load_sweep(str(ROOT / "sweeps" / "buckets.toml"))
+    assert sorted((p.config.model, p.config.hybrid_bucket_mb) for p in buckets.points) == [
+        ("alexnet_cifar", 0.0), ("alexnet_cifar", 1.0), ("vgg_cifar", 0.0), ("vgg_cifar", 1.0), ("vgg_cifar", 4.0)]
 
 
 @pytest.mark.parametrize("text, message", [

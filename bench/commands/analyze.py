@@ -51,6 +51,9 @@ def register(subparsers):
     p.add_argument("--micro-batches", default="auto", metavar="N|auto",
                    help="the hybrid's pipelined micro-batches per step (dividing --batch-size); auto: search "
                         "1, 2, 4, 8 (default)")
+    p.add_argument("--hybrid-bucket-mb", default="auto", metavar="MB|auto",
+                   help="the hybrid's ring buckets in MiB of fp32 tower gradients (0: one fused ring); auto: "
+                        "search 0, 1, 4 and 16 (default auto)")
     p.add_argument("--bandwidth", help="link speed of every host, e.g. 10gbit, 100mbit (default: the hardware's)")
     p.add_argument("--ps-bandwidth", help="link speed of each PS host if different, e.g. 40gbit")
     p.add_argument("--latency", help="one-way latency, e.g. 0.1ms, 50us (default: the hardware's)")
@@ -66,6 +69,20 @@ def register(subparsers):
     p.add_argument("--results", default="results", metavar="DIR",
                    help="result store whose measured runs --plot overlays (default: results)")
     p.set_defaults(func=run)
+
+
+def _bucket_mb(args):
+    """--hybrid-bucket-mb: None (auto: searched) or MiB >= 0."""
+    text = str(args.hybrid_bucket_mb).strip().lower()
+    if text == "auto":
+        return None
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        raise UserError(f"--hybrid-bucket-mb expects MiB >= 0 (0: one fused ring) or auto, got {args.hybrid_bucket_mb!r}")
+    return mb
 
 
 def _validate(args):
@@ -86,6 +103,7 @@ def _validate(args):
 
 def run(args) -> int:
     micro_batches = _validate(args)
+    bucket_mb = _bucket_mb(args)
     spec = get_spec(args.model, args.input_shape, args.classes)  # a bad spelling fails before building anything
     compression = None if args.compression in (None, "none") else args.compression
     compression_candidates(compression)  # a bad spec fails before the model is built
@@ -95,7 +113,7 @@ def run(args) -> int:
     profile = model_profile(settled_spec(spec))  # a user's model is checked first (bench/models/build.py)
     settings = dict(batch_size=args.batch_size, workers=args.workers, ps=args.ps, hardware=hardware,
                     compression=compression, overlap=args.overlap, all_cuts=args.all_cuts, search_layouts=True,
-                    micro_batches=micro_batches, hierarchical=None)
+                    micro_batches=micro_batches, hierarchical=None, hybrid_bucket_mb=bucket_mb)
     plan = analyze(profile, **settings)
     if args.plot:
         measured = measured_points(args.results, args.model, args.batch_size, hardware.worker_bandwidth)
@@ -145,6 +163,9 @@ def _as_json(profile, plan, hardware, settings):
         "predictions": {s: prediction(p) for s, p in plan.predictions.items()},
         "plan": {"strategy": plan.strategy, "cut": plan.cut, "split": plan.split,
                  "ps": plan.ps, "ps_placement": plan.ps_placement, "micro_batches": plan.micro_batches,
+                 "hybrid_bucket_mb": (plan.predictions["ralp-hybrid"].hybrid_bucket_mb
+                                      if "ralp-hybrid" in plan.predictions else None),
+                 "hybrid_buckets": {f"{mb:g}": p.step_time_s for mb, p in plan.hybrid_buckets.items()},
                  "split_possible": plan.split_possible, "compression": plan.compression or "none",
                  "step_time_by_compression": {codec: p.predictions[p.strategy].step_time_s
                                               for codec, p in plan.by_compression.items()},

@@ -96,7 +96,8 @@ def plan_for(cfg: RunConfig) -> RunPlan:
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
                    ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches,
-                   workers_per_host=cfg.workers_per_host, hierarchical=cfg.horovod_hierarchical)
+                   workers_per_host=cfg.workers_per_host, hierarchical=cfg.horovod_hierarchical,
+                   hybrid_bucket_mb=cfg.hybrid_bucket_mb)  # the buckets the run will have
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
                    dict(plan.predictions))
@@ -249,7 +250,9 @@ def bound_of(profile, prediction, hardware, compression=None, timing=None):
                         cut=prediction.cut, compression=_codec_or_none(compression), timing=timing,
                         ps_placement=layout, micro_batches=prediction.micro_batches, overlap=True,
                         hierarchical=getattr(prediction, "hierarchical", False),
-                        **({"workers_per_host": per_host} if per_host else {}))
+                        **({"workers_per_host": per_host} if per_host else {}),
+                        **({"hybrid_bucket_mb": prediction.hybrid_bucket_mb}
+                           if getattr(prediction, "hybrid_bucket_mb", None) is not None else {}))
 
 
 def _stored_plan(row):
