@@ -34,8 +34,9 @@ micro-batches (see the constant). ``Plan`` records the S, m and layout it chose.
 hosts of several GPUs: with ``hierarchical=None`` (``ralp-bench analyze``) the analyzer prices
 its hierarchical all-reduce beside the flat ring and takes it when ``MIN_VARIANT_GAIN`` faster
 (``hierarchical_applies`` says where it differs); a run's plan prices what the run will do.
-The hybrid's ring buckets likewise: ``hybrid_bucket_mb=None`` (``ralp-bench analyze``) prices the
-chosen hybrid variant with each of ``BUCKET_SIZES_MB`` (0: one fused ring after the backward);
+The hybrid's ring buckets likewise: ``hybrid_bucket_mb=None`` (``ralp-bench analyze``) prices each
+unpipelined hybrid variant at its best cut with each of ``BUCKET_SIZES_MB`` (0: one fused ring after
+the backward; pipelined variants ring once after the pipeline, where buckets change nothing);
 a bucket layout must be ``MIN_VARIANT_GAIN`` faster than the fused ring, and of those within that
 margin of the fastest the largest buckets (fewest rings) win; the reason says how a run asks for
 it (``--hybrid-bucket-mb``). A number prices exactly that, as a run does.
