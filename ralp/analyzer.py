@@ -281,7 +281,7 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                         "add 'ps' or 'horovod' to the strategies")
     requested = any(s in strategies for s in SPLIT_STRATEGIES)
     reason = _reason(profile, chosen, predictions, best_split, split_possible, requested)
-    reason += (_variant_reason(predictions, variants, ps_layouts) + _bucket_reason(buckets)
+    reason += (_variant_reason(predictions, variants, ps_layouts) + _bucket_reason(buckets, predictions.get("ralp-hybrid"))
                + _horovod_reason(horovod_variants))
     if cuts and not variants and any(s in strategies for s in SHARDED_HEAD):
         reason += f" The hybrid is not a candidate with {ps} PS tasks: {head_chain(profile, cuts[0])[1]}."
@@ -345,11 +345,11 @@ def _pick_bucket(by_bucket: Dict[float, Prediction]) -> Prediction:
     return max(near, key=lambda p: (p is fused, p.hybrid_bucket_mb))
 
 
-def _bucket_reason(by_bucket: Dict[float, Prediction]) -> str:
-    """The ring buckets the search weighed (where they differ), and how a run asks for the chosen ones."""
-    if len({round(p.step_time_s, 12) for p in by_bucket.values()}) < 2:
+def _bucket_reason(by_bucket: Dict[float, Prediction], chosen: Optional[Prediction]) -> str:
+    """The ring buckets the search weighed for the ``chosen`` hybrid (where they differ), and how a
+    run asks for the chosen ones."""
+    if chosen is None or len({round(p.step_time_s, 12) for p in by_bucket.values()}) < 2:
         return ""
-    chosen = _pick_bucket(by_bucket)
     times = ", ".join(f"{_bucket(mb)} {_seconds(p.step_time_s)}" for mb, p in by_bucket.items())
     return (f" Hybrid's ring: {_bucket(chosen.hybrid_bucket_mb)} ({times}; buckets must be {MIN_VARIANT_GAIN:.0%} "
             f"faster than one fused ring; a run asks with --hybrid-bucket-mb {chosen.hybrid_bucket_mb:g}).")

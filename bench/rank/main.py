@@ -23,7 +23,7 @@ from bench.core.errors import UserError
 from bench.core.horovod_settings import tuning_env
 from bench.core.roles import RankLayout, Role, role_of
 from bench.core.strategy_specs import spec_of
-from bench.launch.cpu_steal import cpu_times, steal_share
+from bench.launch.cpu_steal import measure_quietly
 from bench.rank.gpu import choose_gpu, host_gpus
 from bench.rank.hvd_init import gloo_timeout_s, init_horovod
 from bench.rank import scratch
@@ -138,10 +138,10 @@ def _link_probe(hvd, floats: int) -> dict:
     """The link check's all-reduce (bench/launch/link_probe.py ``LinkChecks``) in this run's own
     ranks, before training: Horovod is up already, so the check costs no launch of its own
     (another mpirun, TensorFlow and Horovod imported again on every worker host: ~15 s on the
-    emulated cluster, more over ssh). The machine's steal beside it, as the driver's probes keep."""
-    before = cpu_times()
-    seconds, _ = time_allreduce(hvd, floats)
-    return {"floats": floats, "seconds": seconds, "steal": steal_share(before, cpu_times())}
+    emulated cluster, more over ssh). Measured once, with the machine's steal beside it: the
+    driver measures apart where that steal is too high (``measure_quietly``'s rule)."""
+    (seconds, _), steal = measure_quietly(lambda: time_allreduce(hvd, floats), max_steal=None)
+    return {"floats": floats, "seconds": seconds, "steal": steal}
 
 
 def _serve(comm, info, role, intra, inter, gpu, watchdog):
