@@ -91,8 +91,9 @@ the PS's send buffer already holds of the FC weights) and the conv forward runs 
 rest of the FC weights are still coming, and pushes each layer's gradients as its
 backward finishes (ralp/step_cost.py ``sync_ps_stages``, ``Setting.streamed``), with the CPU
 the worker's host spends in TensorFlow's transport as stages of its own (``TRANSPORT_PASSES``;
-colocated, its PS task's share too, and the pull holding the busiest host's link while its own
-push shares it: ralp/colocated_ps_cost.py); RALP streams its tower's gradients the same way;
+colocated, its PS task's share too, on two hosts at once: the busiest one serving its shard
+while its own push shares that link, as two flows, and the one that pulls the most waiting for
+it: ralp/colocated_ps_cost.py); RALP streams its tower's gradients the same way;
 under both split strategies the PS computes the head's weight gradients and update while the
 workers run the tower's backward (``head_beside_backward``). A transfer lasts as long as its
 slowest side (worker link or PS link) plus its latency. With ``overlap`` the order is dropped:

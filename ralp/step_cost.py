@@ -7,11 +7,12 @@ The bytes of a gradient or activation under a codec, the codecs' and the transpo
 one ring over the workers (``collective_phase``) and the tower's layers in backward order are
 here once, so every strategy prices them alike and no cost function imports another's privates.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ralp.codec_spec import parse_codec
-from ralp.evaluator import INTRA, PCIE, PS_CPU, PS_RX, PS_TX, WORKER_CPU, WORKER_RX, WORKER_TX, Stage
+from ralp.evaluator import (INTRA, PCIE, PS_CPU, PS_RX, PS_TX, WORKER_CPU, WORKER_RX, WORKER_TX, Stage,
+                            on_host)
 from ralp.hardware import PASS_FLOPS, Hardware
 
 TRAIN_FLOPS_FACTOR = 3  # forward + backward (two matmuls per forward one)
@@ -164,20 +165,19 @@ class Setting:
         return work
 
     def transfer(self, phase: "Phase", after: Sequence[str] = (), share: float = 1.0, name: Optional[str] = None,
-                 hops: Optional[float] = None, own: Optional["Phase"] = None) -> Stage:
+                 hops: Optional[float] = None, flow: Optional[str] = None) -> Stage:
         """``share`` of ``phase`` as a stage: its link seconds, and ``hops`` of its latency (by
         default ``share`` of them: a transfer cut in pieces pays its latency once; a micro-batch's
         copy of a pipelined phase pays all of it). Staged in host memory (``host_copy``), the copy
-        to the host and back runs around the transfer, on the device's PCIe link. ``own``: the
-        priced host's own bytes where they differ from the phase's, which then sets only how long
-        the transfer lasts (it waits for the slowest host: colocated PS)."""
-        work = self.link_work(own or phase, share)
+        to the host and back runs around the transfer, on the device's PCIe link. ``flow``: the
+        flow it is part of, sharing its links with other flows (ralp/evaluator.py ``Stage``)."""
+        work = self.link_work(phase, share)
         latency = phase.latency_hops * self.hardware.latency_s * (share if hops is None else hops)
-        hold = max(self.link_work(phase, share).values()) + latency if own is not None else None
+        hold = None
         if phase.host_copy and self.hardware.host_device_bandwidth:
             work[PCIE] = share * phase.host_copy / self.hardware.host_device_bandwidth
             hold = max(v for r, v in work.items() if r != PCIE) + latency + work[PCIE]
-        return Stage(name or phase.name, work, tuple(after), latency, hold, phase=phase.name)
+        return Stage(name or phase.name, work, tuple(after), latency, hold, phase=phase.name, flow=flow)
 
     def compute(self, name: str, seconds: float, after: Sequence[str] = (), on_ps: bool = False,
                 phase: Optional[str] = None) -> Stage:
@@ -187,7 +187,7 @@ class Setting:
         return Stage(name, {resource: seconds}, tuple(after), phase=phase)
 
     def streamed(self, backward_s: float, phase: "Phase", layers, after: Sequence[str],
-                 prefix: str = "backward", transport_s: float = 0.0, own: Optional["Phase"] = None) -> List[Stage]:
+                 prefix: str = "backward", transport_s: float = 0.0, flow: Optional[str] = None) -> List[Stage]:
         """The backward pass layer by layer, last to first (``layers``: (share of its FLOPs, share of
         ``phase``'s bytes) in forward order), each layer's share of ``phase`` leaving as soon as its
         backward is done: TensorFlow's executor sends each variable's gradient when it is computed,
@@ -198,7 +198,7 @@ class Setting:
         step on resnet_cifar by up to 24% (runs 20261204T232825Z-fc7d7e, 20261205T002747Z-c379c0;
         streamed: -11% to +8%). One layer: the backward, then the whole transfer. ``transport_s``: the
         CPU TensorFlow's transport spends sending it (``transport_seconds``), each layer's share
-        after its backward; ``own``: as for ``transfer``."""
+        after its backward; ``flow``: as for ``transfer``."""
         stages, prev = [], tuple(after)
         for i, (flops, params) in enumerate(reversed(layers)):
             if flops <= 0 and params <= 0:
@@ -209,7 +209,7 @@ class Setting:
                 b = self.overhead(f"{prefix} {i} transport", transport_s * flops, (b.name,), "transport push cpu")
                 stages.append(b)
             if params > 0:
-                stages.append(self.transfer(phase, (b.name,), params, name=f"{phase.name} {i}", own=own))
+                stages.append(self.transfer(phase, (b.name,), params, name=f"{phase.name} {i}", flow=flow))
             prev = (b.name,)
         return stages
 
@@ -313,19 +313,21 @@ def tower_layers(profile, cut: Optional[str]) -> Tuple[Tuple[float, float], ...]
     return tuple((f / flops, p / params) for f, p in layers)
 
 
-def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: float,
-                   transport: Tuple[float, float], queued: float = 0.0, timed_pull: Optional[Phase] = None,
-                   own: Tuple[Optional[Phase], Optional[Phase]] = (None, None)) -> List[Stage]:
+def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: Optional[float],
+                   transport: Tuple[float, float], queued: float = 0.0,
+                   served: Tuple[Sequence[str], Sequence[str]] = ((), ()),
+                   flows: Tuple[Optional[str], Optional[str]] = (None, None)) -> List[Stage]:
     """Sync PS's step (both layouts) as TensorFlow's executor runs it: every parameter read starts
     with the step, as concurrent RPCs sharing the link, so the conv parameters (few and small
     beside the FC matrices) arrive early and the conv forward runs while the FC weights are still
     coming; in the backward every layer's gradients leave as its backward finishes (``streamed``);
-    the PS sums and updates once the last has arrived. ``transport``: the worker host's CPU
-    seconds in TensorFlow's transport during the pull and the push (``transport_seconds``), which
-    share its cores with the compute. ``timed_pull``: the pull as long as it lasts where more
-    than its own bytes hold its link (colocated: ``_pushed_during_pull``); ``own``: the priced
-    host's own (pull, push) bytes (colocated). Measured on the emulated cluster: the unstaged sum
-    was 25-35% above sync PS's step time on FC-heavy models.
+    the PS sums and updates once the last has arrived (``ps_work``; None: the caller adds it).
+    ``transport``: the worker host's CPU seconds in TensorFlow's transport during the pull and
+    the push (``transport_seconds``), which share its cores with the compute. ``served``: stages
+    the conv and the FC parameters wait for besides the pull's own bytes (colocated: the other
+    hosts' serving, ralp/colocated_ps_cost.py); ``flows``: the pull's and the pushes' flows, which share
+    the links with the other flows on them (ralp/evaluator.py ``Stage``; None: they take turns). Measured on the emulated cluster: the unstaged sum was
+    25-35% above sync PS's step time on FC-heavy models.
 
     The conv parameters come first only as far as the transport lets them: the PS serves every
     read as it is asked for, and a connection's send buffer (``SEND_BUFFER_BYTES``) already holds
@@ -344,20 +346,35 @@ def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: 
         p_conv += min(1.0 - p_conv, queued / pull.worker_rx)
     fwd, bwd = s.train_full / 3, s.train_full * 2 / 3
     pull_cpu, push_cpu = transport
-    timed = timed_pull or pull
-    stages = [s.transfer(timed, share=p_conv, name="pull conv parameters", own=own[0]),
-              s.compute("forward conv", fwd * f_conv, ["pull conv parameters"], phase="forward"),
+    stages = [s.transfer(pull, share=p_conv, name="pull conv parameters", flow=flows[0]),
+              s.compute("forward conv", fwd * f_conv, ["pull conv parameters", *served[0]], phase="forward"),
               s.overhead("transport of the conv pull", pull_cpu * f_conv, ["forward conv"], "transport pull cpu")]
-    last_pull = "pull conv parameters"
+    last_pull = ["pull conv parameters"]
     if p_conv < 1.0:
-        stages.append(s.transfer(timed, ["pull conv parameters"], 1.0 - p_conv, "pull FC parameters", own=own[0]))
-        last_pull = "pull FC parameters"
-    stages += [s.compute("forward FC", fwd * (1.0 - f_conv), ["transport of the conv pull", last_pull],
+        stages.append(s.transfer(pull, ["pull conv parameters"], 1.0 - p_conv, "pull FC parameters", flow=flows[0]))
+        last_pull = ["pull FC parameters"]
+    stages += [s.compute("forward FC", fwd * (1.0 - f_conv), ["transport of the conv pull", *last_pull, *served[1]],
                          phase="forward"),
                s.overhead("transport of the FC pull", pull_cpu * (1.0 - f_conv), ["forward FC"], "transport pull cpu")]
     backward = s.streamed(bwd + codec, push, tower_layers(s.profile, None), ["transport of the FC pull"],
-                          transport_s=push_cpu, own=own[1])
+                          transport_s=push_cpu, flow=flows[1])
     stages += backward
-    stages.append(s.compute("PS sums and update", ps_work, [st.name for st in backward], on_ps=True,
-                            phase="ps compute"))
+    if ps_work is not None:
+        stages.append(s.compute("PS sums and update", ps_work, [st.name for st in backward], on_ps=True,
+                                phase="ps compute"))
     return stages
+
+
+HOST_RESOURCES = (WORKER_CPU, WORKER_TX, WORKER_RX, INTRA, PCIE)  # what each worker host has of its own
+
+
+def elsewhere(stages: Sequence[Stage], host: str, outside: Sequence[str] = ()) -> List[Stage]:
+    """``stages`` as another worker host runs them, beside the priced host's: named "host: ...",
+    on that host's own CPU and links (ralp/evaluator.py ``on_host``), and left out of the
+    breakdown, which is the priced host's (no ``phase``). ``outside``: the priced host's stages
+    among those they wait for."""
+    def named(n):
+        return n if n in outside else f"{host}: {n}"
+    return [replace(st, name=named(st.name), after=tuple(named(a) for a in st.after), phase=None,
+                    work={on_host(r, host) if r in HOST_RESOURCES else r: v for r, v in st.work.items()})
+            for st in stages]

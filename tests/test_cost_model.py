@@ -326,19 +326,36 @@ def test_the_transport_costs_the_busiest_colocated_host_cpu_beside_its_compute()
         (4e6 * 3.5e-9, 4e6 * 1.0e-9))
 
 
-@pytest.mark.parametrize("train_s,pull_s", [(0.0, 4.0), (4.5, 3.5), (6.0, 3.0)])
-def test_the_busiest_colocated_hosts_push_shares_the_link_with_the_pulls_it_serves(train_s, pull_s):
+def colocated_schedule(profile, workers, hw, train_s):
+    """The colocated PS's stages (ralp/colocated_ps_cost.py) through the evaluator, one image a step."""
+    from ralp.colocated_ps_cost import colocated_ps_cost
+    from ralp.evaluator import evaluate
+    from ralp.step_cost import Setting
+
+    setting = Setting(profile, workers, 1, 1, (None, None), hw, train_s, ps_placement="colocated")
+    return evaluate(colocated_ps_cost(setting).stages)
+
+
+@pytest.mark.parametrize("train_s,arrives", [(0.0, 4.0), (4.5, 3.75), (6.0, 3.75), (9.0, 3.0)])
+def test_the_busiest_colocated_hosts_push_shares_the_link_with_the_pulls_it_serves(train_s, arrives):
     # Two hosts on 1 MB/s links: host 1 holds the FC matrix (3 MB), host 0 the conv one (1 MB).
-    # Host 1 serves its 3 MB to worker 0 (3 s); worker 1 reads the conv shard in 1 s, runs its
-    # forward (a third of the training step; the FC layers have no FLOPs, so their backward takes
-    # none) and pushes its 1 MB of conv gradients out on the link still serving the FC matrix,
-    # which carries both from then on: the last parameter leaves when 3 MB + what the push sent
-    # meanwhile have. No compute: the push starts at 1 s with 2 MB left, all of its 1 MB shares
-    # (4 s). 4.5 s of training: it starts at 2.5 s with 0.5 MB left (3.5 s). 6 s: at 3 s, after.
+    # Host 1 serves its 3 MB to worker 0 (3 s alone). Its own worker reads the conv quarter of its
+    # 1 MB pull in 0.25 s, runs its conv forward (a third of the training step), then its FC layers
+    # (no FLOPs, and the rest of its pull has arrived at 1 s), and pushes the FC quarters of its
+    # gradients (0.75 MB: a host's pull and push split by the model's conv/FC shares) on the link
+    # still serving the FC matrix. Two flows: each moves at half the rate while both do.
+    # No compute: the push starts at 1 s with 2 MB left: both move 0.75 MB in 1.5 s, then 1.25 MB
+    # alone (4 s). 4.5 s of training: at 1.75 s with 1.25 MB left (1.5 s shared, 0.5 MB alone:
+    # 3.75 s). 6 s: at 2.25 s with 0.75 MB left, as much as the push: both end at 3.75 s. 9 s: at
+    # 3.25 s, after the serving ended (3 s).
     profile = two_layer_profile(250_000, 750_000, 100, conv_flops=1e9, fc_flops=0)
     hw = Hardware("t", 3e9 / max(train_s, 1e-30), 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
+    schedule = colocated_schedule(profile, 2, hw, train_s)
+    assert schedule.end["serve FC parameters"] == pytest.approx(arrives, rel=1e-9)
+    # the pulling host (host 0) runs its FC layers once that last parameter is in
+    assert schedule.start["pulling host: forward FC"] == pytest.approx(max(arrives, 0.75 + train_s / 3), rel=1e-9)
     p = predict(profile, "ps", workers=2, batch_size=1, hardware=hw, ps_placement="colocated")
-    assert p.breakdown["pull_parameters_s"] == pytest.approx(pull_s, rel=1e-6)
+    assert p.step_time_s == pytest.approx(schedule.step_s, rel=1e-12)
     assert p.worker_bytes == pytest.approx(8e6)  # the bytes on the wire stay 8(W-1)P/W per host
 
 
@@ -355,12 +372,16 @@ def test_colocated_ps_moves_ring_sized_bytes_per_host_and_times_the_busiest_host
     assert colocated.worker_bytes == pytest.approx(16 * (workers - 1) * P / workers)
     assert colocated.ps_tx_bytes == colocated.ps_rx_bytes == 0
     shards = [p_conv, p_fc] + [0] * (workers - 2) if workers > 1 else [P]
-    # Compute takes no time, so the FC host's worker pushes its 4P_conv of gradients right after
-    # pulling the conv shard, on the link still serving the FC matrix (see the next test).
-    own_push = 4 * (P - max(shards))
-    shared = min(max(0, 4 * (workers - 1) * max(shards) - own_push), own_push)
-    pull = max(max(4 * (workers - 1) * s for s in shards) + shared, max(4 * (P - s) for s in shards))
-    assert colocated.breakdown["pull_parameters_s"] == pytest.approx(pull / (FAST.worker_bandwidth / 8))
+    if workers > 1:
+        # Compute takes no time, so the FC host's worker pushes its 4P_conv of gradients as soon as
+        # its own pull (4P_conv) is in, on the link still serving the FC matrix: two flows at half
+        # the rate each while both move (the test above), so the last byte of the FC matrix leaves
+        # when the serving's bytes and min(what was left of them, the push) have.
+        rate = FAST.worker_bandwidth / 8
+        serving, own = 4 * (workers - 1) * max(shards), 4 * (P - max(shards))
+        left = max(0.0, serving - own)
+        schedule = colocated_schedule(profile, workers, FAST, 0.0)
+        assert schedule.end["serve FC parameters"] == pytest.approx((own + left + min(left, own)) / rate, rel=1e-9)
     if workers > 2:  # the dedicated PS link carries 4PW each way; colocated spreads it
         assert colocated.step_time_s < dedicated.step_time_s
     with pytest.raises(UserError, match="unknown PS placement"):

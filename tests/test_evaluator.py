@@ -1,11 +1,12 @@
 """The one evaluator of a step's stages (ralp/evaluator.py), against schedules worked by hand and
 closed forms from outside the code: a linear pipeline's makespan, a single link draining
-gradients as a backward produces them, contention for one resource, the bound, and its errors."""
+gradients as a backward produces them, contention for one resource (turns, and fair shares
+between flows), several hosts' resources, the bound, and its errors."""
 import itertools
 
 import pytest
 
-from ralp.evaluator import (PS_CPU, PS_RX, WORKER_CPU, WORKER_RX, WORKER_TX, Stage, bound, evaluate)
+from ralp.evaluator import (PS_CPU, PS_RX, WORKER_CPU, WORKER_RX, WORKER_TX, Stage, bound, evaluate, on_host)
 
 
 def test_a_chain_is_the_sum_and_independent_resources_overlap():
@@ -56,6 +57,44 @@ def test_a_transfer_holds_its_link_for_its_latency_and_both_ends():
     assert schedule.start["again"] == 2.5 and schedule.start["other way"] == 0.0
     held = Stage("held", {WORKER_TX: 1.0}, hold=3.0)
     assert evaluate([held]).step_s == 3.0
+
+
+@pytest.mark.parametrize("late,alone", [(0.0, 1.0), (1.0, 1.0), (2.5, 1.0), (1.0, 5.0)])
+def test_flows_share_a_link_fairly_and_a_flows_own_stages_take_turns(late, alone):
+    """Processor sharing worked by hand: flow A needs 3 s of the link alone from 0; flow B, ``alone``
+    seconds of it, starts at ``late``. While both move, each gets half the rate; the one with
+    less left ends first, the other has the link to itself after."""
+    stages = [Stage("wait", {WORKER_CPU: late}), Stage("a", {WORKER_TX: 3.0}, flow="serving"),
+              Stage("b", {WORKER_TX: alone}, ("wait",), flow="pushing")]
+    schedule = evaluate(stages)
+    left = max(0.0, 3.0 - late)
+    both = 2 * min(left, alone)  # seconds both move, at half rate each
+    first, rest = late + both, abs(left - alone)
+    assert schedule.end["a"] == pytest.approx(3.0 if late >= 3 else (first + rest if left > alone else first))
+    assert schedule.end["b"] == pytest.approx(late + alone if late >= 3 else (first if left > alone else first + rest))
+    # a flow's own stages take turns (one connection), and a stage of no flow waits for every flow
+    turns = evaluate([Stage("a1", {WORKER_TX: 1.0}, flow="f"), Stage("a2", {WORKER_TX: 1.0}, flow="f"),
+                      Stage("x", {WORKER_TX: 1.0})])
+    assert (turns.start["a2"], turns.start["x"], turns.step_s) == (1.0, 2.0, 3.0)
+    # a flow on two links moves at its slower share: B shares the rx with C, not the tx
+    slow = evaluate([Stage("b", {WORKER_TX: 2.0, WORKER_RX: 2.0}, flow="b"), Stage("c", {WORKER_RX: 2.0}, flow="c")])
+    assert slow.end["b"] == pytest.approx(4.0) and slow.end["c"] == pytest.approx(4.0)
+
+
+def test_each_host_has_its_own_resources():
+    """The same resource on another host (``on_host``) runs beside the priced host's, is checked as
+    that resource, and counts in the bound as that host's: the busiest host sets it."""
+    other = on_host(WORKER_CPU, "other")
+    assert other == "worker cpu@other"
+    stages = [Stage("mine", {WORKER_CPU: 2.0}), Stage("theirs", {other: 3.0}), Stage("more", {other: 1.0})]
+    schedule = evaluate(stages)
+    assert schedule.start == {"mine": 0.0, "theirs": 0.0, "more": 3.0} and schedule.step_s == 4.0
+    assert schedule.bottleneck() == "worker compute"
+    assert bound(stages, 0.0)[1][WORKER_CPU] == 4.0
+    with pytest.raises(ValueError, match="unknown resources \\['gpu@other'\\]"):
+        evaluate([Stage("a", {"gpu@other": 1.0})])
+    with pytest.raises(ValueError, match="'a' is part of a flow"):
+        evaluate([Stage("a", {WORKER_CPU: 1.0}, flow="f")])
 
 
 def test_the_bottleneck_is_what_holds_the_critical_path():
