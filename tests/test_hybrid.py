@@ -256,13 +256,52 @@ def test_the_ring_takes_stateless_codecs_only_and_a_bucket_size_of_at_least_zero
     from bench.core.errors import UserError
     from bench.core.strategy_specs import SPECS
 
-    with pytest.raises(UserError, match="--hybrid-bucket-mb must be >= 0"):
-        RunConfig(strategy="ralp-hybrid", hybrid_bucket_mb=-1).validate()
+    for bad in (-1, "lots"):
+        with pytest.raises(UserError, match="--hybrid-bucket-mb must be MiB >= 0 .* or auto, got"):
+            RunConfig(strategy="ralp-hybrid", hybrid_bucket_mb=bad).validate()
     monkeypatch.setitem(SPECS, "ralp-hybrid", replace(SPECS["ralp-hybrid"], codecs=True))  # as it will be
     with pytest.raises(UserError, match="use --compression fp16 or int8"):
         RunConfig(strategy="ralp-hybrid", compression="topk:0.1").validate()
     for spec in ("none", "fp16", "int8"):
         RunConfig(strategy="ralp-hybrid", compression=spec).validate()
+
+
+def test_auto_buckets_are_the_analyzers_and_a_number_or_another_strategy_asks_it_nothing(monkeypatch):
+    """--hybrid-bucket-mb auto: the hybrid runs with the buckets ``ralp-bench analyze`` chooses
+    (its search, ralp/analyzer.py), which the ranks, the row and the prediction then get as a
+    number; a number, or a strategy without a ring, resolves without the analyzer."""
+    import argparse
+
+    from bench.core.config import RunConfig, add_setting_arguments
+    from bench.driver import planning
+    from ralp.analyzer import analyze
+    from ralp.cost_model import STRATEGIES
+
+    parser = argparse.ArgumentParser()
+    add_setting_arguments(parser, "run")
+    assert parser.parse_args(["--hybrid-bucket-mb", "AUTO"]).hybrid_bucket_mb == "auto"
+    assert parser.parse_args(["--hybrid-bucket-mb", "16"]).hybrid_bucket_mb == 16.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--hybrid-bucket-mb", "lots"])
+    # VGG-16 at 8 workers on V100s and 10 GbE: the search prefers buckets to the default's 4 MiB
+    for strategy in ("ralp-hybrid", "auto"):
+        cfg = RunConfig(model="vgg16", strategy=strategy, workers=8, hybrid_bucket_mb="auto",
+                        hardware="v100-10gbe").validate()
+        plan = analyze(planning.model_profile(cfg.model), batch_size=cfg.batch_size, workers=8,
+                       hardware=planning.hardware_for(cfg), strategies=STRATEGIES, micro_batches=1,
+                       hybrid_bucket_mb=None)
+        got = planning.resolve(cfg)
+        assert got.strategy == "ralp-hybrid" and plan.strategy == "ralp-hybrid"
+        assert got.hybrid_bucket_mb == plan.predictions["ralp-hybrid"].hybrid_bucket_mb == 16.0
+
+    def no_analyzer(cfg):
+        raise AssertionError("resolved without the analyzer")
+
+    monkeypatch.setattr(planning, "plan_for", no_analyzer)
+    fixed = RunConfig(model="vgg16", strategy="ralp-hybrid", hybrid_bucket_mb=1).validate()
+    assert planning.resolve(fixed).hybrid_bucket_mb == 1
+    ps = RunConfig(model="vgg16", strategy="ps", hybrid_bucket_mb="auto").validate()
+    assert planning.resolve(ps) == planning.Resolved("ps", None, "none")  # no ring: the default, as every row had
 
 
 def test_a_bucketed_pipelined_hybrid_cluster_run_matches_single_process_sgd(tmp_path):

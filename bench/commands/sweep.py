@@ -132,7 +132,8 @@ def predicted_step_s(cfg):
     """The cost model's step time for what ``cfg`` will run (None when it has no model of it)."""
     try:
         plan = resolve(cfg)
-        prediction = predict(replace(cfg, compression=plan.compression), plan.strategy, plan.cut)
+        prediction = predict(replace(cfg, compression=plan.compression, hybrid_bucket_mb=plan.hybrid_bucket_mb),
+                             plan.strategy, plan.cut)
         return prediction.step_time_s if prediction else None
     except Exception:  # an estimate only: the run itself reports what fails
         return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bench.core.errors import UserError
-from bench.core.strategy_specs import SPECS, spec_of, strategy_names
+from bench.core.strategy_specs import AUTO, SPECS, spec_of, strategy_names
 from bench.models.sources import format_shape, get_spec
 from ralp.codec_spec import parse_codec
 from ralp.hardware import load_hardware
@@ -40,6 +40,17 @@ def setting(default=None, help=None, *, cli=("run",), rank=True, row=None, choic
     return field(default=default, metadata=meta)
 
 
+def mib_or_auto(text):
+    """--hybrid-bucket-mb's value: MiB (a number), or auto (resolved by the driver before launch,
+    bench/driver/planning.py ``resolve``, so the ranks and the row get a number)."""
+    if str(text).strip().lower() == AUTO:
+        return AUTO
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects MiB >= 0 (0: one fused ring) or auto, got {text!r}") from None
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Every run setting, declared once: the flags of ``ralp-bench run`` and of each rank
@@ -61,9 +72,10 @@ class RunConfig:
     batch_size: int = setting(32, "images per worker per step", row=True)
     micro_batches: int = setting(1, "ralp-hybrid: pipeline each worker's batch in this many micro-batches (the "
                                  "same update; activations of one travel while the next is computed)", row=True)
-    hybrid_bucket_mb: float = setting(4.0, "ralp-hybrid: MiB of fp32 tower gradients per ring all-reduce, whole "
-                                      "layers in backward order, each ring starting as its layers' backward ends "
-                                      "(0: one fused ring after the whole backward)", row=True)
+    hybrid_bucket_mb: typing.Union[float, str] = setting(
+        4.0, "ralp-hybrid: MiB of fp32 tower gradients per ring all-reduce, whole layers in backward order, each "
+        "ring starting as its layers' backward ends (0: one fused ring after the whole backward; auto: the size the "
+        "cost model prices fastest, as ralp-bench analyze chooses it)", row=True, type=mib_or_auto)
     steps: int = setting(10, "timed steps (after warm-up; the minimum with --target-ci)", row=True)
     warmup_steps: int = setting(2, "untimed warm-up steps", row=True)
     target_ci: Optional[float] = setting(None, "after --steps, add timed steps until the median step time's 95%% "
@@ -240,8 +252,10 @@ class RunConfig:
         if self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
             raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
                             "drop --micro-batches or use --strategy ralp-hybrid")
-        if not self.hybrid_bucket_mb >= 0:
-            raise UserError(f"--hybrid-bucket-mb must be >= 0 (0: one fused ring), got {self.hybrid_bucket_mb}")
+        if self.hybrid_bucket_mb != AUTO and not (isinstance(self.hybrid_bucket_mb, (int, float))
+                                                  and self.hybrid_bucket_mb >= 0):
+            raise UserError(f"--hybrid-bucket-mb must be MiB >= 0 (0: one fused ring) or auto, "
+                            f"got {self.hybrid_bucket_mb!r}")
         if self.batch_size % self.micro_batches:
             raise UserError(f"--batch-size {self.batch_size} does not split into {self.micro_batches} equal "
                             "micro-batches; pick a --micro-batches that divides it")
@@ -310,8 +324,9 @@ def add_setting_arguments(p: argparse.ArgumentParser, where: str, multi_strategy
         kwargs = dict(default=None, help=text, **meta["flag"])
         if kind is bool:
             kwargs.update(action="store_const", const=True)
-        else:
-            kwargs.update(type=kind if kind in (int, float) else str, choices=meta.get("choices"))
+        else:  # a field's own parser (``flag`` type=...) where its values are not all of one type
+            kwargs.setdefault("type", kind if kind in (int, float) else str)
+            kwargs.update(choices=meta.get("choices"))
         p.add_argument("--" + f.name.replace("_", "-"), **kwargs)
 
 

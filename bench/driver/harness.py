@@ -17,7 +17,7 @@ from bench.core.errors import RunFailed, UserError, one_line, traceback_to_log
 from bench.core.horovod_settings import settings_label
 from bench.core.roles import RankLayout
 from bench.core.stats import interleaved
-from bench.core.strategy_specs import spec_of
+from bench.core.strategy_specs import AUTO, spec_of
 from bench.driver.planning import (bound, check_head_shards, check_hierarchical, predict, priced, priced_with, pricing,
                                    resolve)
 from bench.launch import processes
@@ -64,7 +64,8 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
                 "failure": f"planning failed: {one_line(f'{type(exc).__name__}: {exc}')}; traceback in {log}"}
     strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
-    row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut)
+    row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
+               hybrid_bucket_mb=plan.hybrid_bucket_mb)
     pattern = spec_of(strategy).pattern_for(cfg.ps_placement)
     layout = RankLayout.for_run(cfg, strategy)
     probe_floats = launcher.in_run_link_probe(pattern, layout) if _carries_link_probe(cfg, strategy) else None
@@ -73,7 +74,8 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     if strategy == "horovod":
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
                                                  cfg.horovod_autotune, cfg.horovod_hierarchical)
-    cfg = replace(cfg, compression=plan.compression)  # ranks and predictions get the concrete codec
+    # ranks and predictions get the concrete codec and buckets
+    cfg = replace(cfg, compression=plan.compression, hybrid_bucket_mb=plan.hybrid_bucket_mb)
     received = ResultReceiver()
     try:
         spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut, link_probe_floats=probe_floats), strategy))
@@ -109,8 +111,10 @@ def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = Non
 
 def _config_fields(cfg: RunConfig) -> Dict:
     """The row's config columns: the settings RunConfig marks for the row, and the global batch."""
-    return {**{column: getattr(cfg, name) for name, column in RunConfig.row_fields()},
-            "global_batch": cfg.global_batch}
+    fields = {column: getattr(cfg, name) for name, column in RunConfig.row_fields()}
+    if fields.get("hybrid_bucket_mb") == AUTO:
+        fields["hybrid_bucket_mb"] = None  # the plan's, once resolved (``run_one``)
+    return {**fields, "global_batch": cfg.global_batch}
 
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:

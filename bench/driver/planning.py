@@ -31,6 +31,7 @@ from ralp.cost_model import STRATEGIES, ModelTiming, predict as cost_predict
 from ralp.hardware import Hardware
 from ralp.head_chain import head_chain
 from ralp.profile import profile_built
+from ralp.step_cost import HYBRID_BUCKET_MB
 from ralp.strategy_costs import PIPELINED, SHARDED_HEAD
 
 DEFAULT_BANDWIDTH = "10gbit"
@@ -97,7 +98,8 @@ def plan_for(cfg: RunConfig) -> RunPlan:
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
                    ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches,
                    workers_per_host=cfg.workers_per_host, hierarchical=cfg.horovod_hierarchical,
-                   hybrid_bucket_mb=cfg.hybrid_bucket_mb)  # the buckets the run will have
+                   # the buckets the run will have, or (auto) the search's, which the run then takes
+                   hybrid_bucket_mb=None if cfg.hybrid_bucket_mb == AUTO else cfg.hybrid_bucket_mb)
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
                    dict(plan.predictions))
@@ -111,19 +113,30 @@ class Resolved:
     cut: Optional[str]
     compression: str
     reason: Optional[str] = None
+    hybrid_bucket_mb: float = HYBRID_BUCKET_MB  # the hybrid's ring buckets (never 'auto')
 
 
 def resolve(cfg: RunConfig) -> Resolved:
+    """What actually runs: strategy, cut, codec and the hybrid's buckets ('auto' in any of them
+    asks the analyzer, whose buckets a hybrid then takes)."""
+    plan = _resolve(cfg)
+    if cfg.hybrid_bucket_mb != AUTO:
+        return replace(plan, hybrid_bucket_mb=cfg.hybrid_bucket_mb)
+    return plan
+
+
+def _resolve(cfg: RunConfig) -> Resolved:
     """What actually runs: strategy, cut and codec ('auto' in either asks the analyzer).
 
     The launcher calls this to start the right ranks and record the plan; rank 0 of a
     direct mpirun calls it too, so both paths agree."""
     splits = cfg.strategy in SPECS and SPECS[cfg.strategy].splits
-    if cfg.strategy != "ralp" and splits and cfg.compression != "auto":
+    search_buckets = cfg.hybrid_bucket_mb == AUTO and cfg.strategy in SPECS and SPECS[cfg.strategy].priced_as in PIPELINED
+    if cfg.strategy != "ralp" and splits and cfg.compression != "auto" and not search_buckets:
         # Run on its own, the hybrid splits where RALP's FC head starts, or at --cut (no analyzer
         # run, so no calibration); under auto it takes the analyzer's cut, below.
         return Resolved(cfg.strategy, _split_at(cfg, cfg.strategy, cfg.cut or first_cut(cfg)), cfg.compression)
-    if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto":
+    if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto" and not search_buckets:
         return Resolved(cfg.strategy, None, cfg.compression)
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
         # --cut is checked by the driver (check_cut) before launch; rank 0 of a launched run
@@ -134,7 +147,10 @@ def resolve(cfg: RunConfig) -> Resolved:
     cut = None
     if SPECS[strategy].splits:
         cut = _split_at(cfg, strategy, cfg.cut or (plan.cut if plan.strategy == strategy else None) or plan.ralp_cut)
-    return Resolved(strategy, cut, plan.compression, plan.reason)
+    chosen = plan.predictions.get(spec_of(strategy).priced_as)
+    buckets = getattr(chosen, "hybrid_bucket_mb", None)
+    return Resolved(strategy, cut, plan.compression, plan.reason,
+                    HYBRID_BUCKET_MB if buckets is None else buckets)
 
 
 def _split_at(cfg: RunConfig, strategy: str, cut: Optional[str]) -> str:

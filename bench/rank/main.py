@@ -67,7 +67,7 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     phase(rank, "planning")
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
     strategy_name = plan.strategy
-    cfg = replace(cfg, compression=plan.compression)  # 'auto' is resolved on rank 0
+    cfg = replace(cfg, compression=plan.compression, hybrid_bucket_mb=plan.hybrid_bucket_mb)  # 'auto' resolved on rank 0
     spec = spec_of(strategy_name)
     if spec.layout == "single":
         return _single(comm, cfg, plan, load_shards, watchdog)
