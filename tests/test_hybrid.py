@@ -266,13 +266,15 @@ def test_the_ring_takes_stateless_codecs_only_and_a_bucket_size_of_at_least_zero
         RunConfig(strategy="ralp-hybrid", compression=spec).validate()
 
 
-def test_auto_buckets_are_the_analyzers_and_a_number_or_another_strategy_asks_it_nothing(monkeypatch):
-    """--hybrid-bucket-mb auto: the hybrid runs with the buckets ``ralp-bench analyze`` chooses
-    (its search, ralp/analyzer.py), which the ranks, the row and the prediction then get as a
-    number; a number, or a strategy without a ring, resolves without the analyzer."""
+def test_auto_buckets_and_micro_batches_are_the_analyzers_and_numbers_ask_it_nothing(monkeypatch):
+    """--hybrid-bucket-mb auto and --micro-batches auto: the hybrid runs with the buckets and the
+    micro-batches ``ralp-bench analyze`` chooses (its search, ralp/analyzer.py), which the ranks,
+    the row and the prediction then get as numbers; numbers, or a strategy without a ring or a
+    pipeline, resolve without the analyzer."""
     import argparse
 
     from bench.core.config import RunConfig, add_setting_arguments
+    from bench.core.errors import UserError
     from bench.driver import planning
     from ralp.analyzer import analyze
     from ralp.cost_model import STRATEGIES
@@ -281,8 +283,12 @@ def test_auto_buckets_are_the_analyzers_and_a_number_or_another_strategy_asks_it
     add_setting_arguments(parser, "run")
     assert parser.parse_args(["--hybrid-bucket-mb", "AUTO"]).hybrid_bucket_mb == "auto"
     assert parser.parse_args(["--hybrid-bucket-mb", "16"]).hybrid_bucket_mb == 16.0
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--hybrid-bucket-mb", "lots"])
+    assert parser.parse_args(["--micro-batches", "auto"]).micro_batches == "auto"
+    for flag in ("--hybrid-bucket-mb", "--micro-batches"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([flag, "lots"])
+    with pytest.raises(UserError, match="--micro-batches must be at least 1 or auto, got 0"):
+        RunConfig(strategy="ralp-hybrid", micro_batches=0).validate()
     # VGG-16 at 8 workers on V100s and 10 GbE: the search prefers buckets to the default's 4 MiB
     for strategy in ("ralp-hybrid", "auto"):
         cfg = RunConfig(model="vgg16", strategy=strategy, workers=8, hybrid_bucket_mb="auto",
@@ -302,6 +308,16 @@ def test_auto_buckets_are_the_analyzers_and_a_number_or_another_strategy_asks_it
     assert planning.resolve(fixed).hybrid_bucket_mb == 1
     ps = RunConfig(model="vgg16", strategy="ps", hybrid_bucket_mb="auto").validate()
     assert planning.resolve(ps) == planning.Resolved("ps", None, "none")  # no ring: the default, as every row had
+    monkeypatch.undo()
+    # VGG-16 at 64 workers: the search pipelines the hybrid (README's analyzer table: 1 PS, m=8)
+    cfg = RunConfig(model="vgg16", strategy="ralp-hybrid", workers=64, micro_batches="auto",
+                    hardware="v100-10gbe").validate()
+    plan = analyze(planning.model_profile(cfg.model), batch_size=cfg.batch_size, workers=64,
+                   hardware=planning.hardware_for(cfg), strategies=STRATEGIES, micro_batches=None)
+    got = planning.resolve(cfg)
+    assert got.micro_batches == plan.predictions["ralp-hybrid"].micro_batches == 8
+    assert got.hybrid_bucket_mb == 4.0  # the run's own: a pipelined ring runs once, after the pipeline
+    assert got.applied_to(cfg).micro_batches == 8 and got.applied_to(cfg).validate()
 
 
 def test_a_bucketed_pipelined_hybrid_cluster_run_matches_single_process_sgd(tmp_path):

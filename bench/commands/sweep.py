@@ -9,7 +9,6 @@ the end the report (Markdown, HTML, PNGs) is written next to the store.
 """
 import argparse
 import sys
-from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
 
@@ -132,8 +131,7 @@ def predicted_step_s(cfg):
     """The cost model's step time for what ``cfg`` will run (None when it has no model of it)."""
     try:
         plan = resolve(cfg)
-        prediction = predict(replace(cfg, compression=plan.compression, hybrid_bucket_mb=plan.hybrid_bucket_mb),
-                             plan.strategy, plan.cut)
+        prediction = predict(plan.applied_to(cfg), plan.strategy, plan.cut)
         return prediction.step_time_s if prediction else None
     except Exception:  # an estimate only: the run itself reports what fails
         return None

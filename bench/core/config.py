@@ -40,15 +40,17 @@ def setting(default=None, help=None, *, cli=("run",), rank=True, row=None, choic
     return field(default=default, metadata=meta)
 
 
-def mib_or_auto(text):
-    """--hybrid-bucket-mb's value: MiB (a number), or auto (resolved by the driver before launch,
-    bench/driver/planning.py ``resolve``, so the ranks and the row get a number)."""
-    if str(text).strip().lower() == AUTO:
-        return AUTO
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expects MiB >= 0 (0: one fused ring) or auto, got {text!r}") from None
+def or_auto(kind, expects: str):
+    """A flag's parser for a number (``kind``) or auto: a setting the driver resolves before launch
+    (bench/driver/planning.py ``resolve``), so the ranks and the row get a number."""
+    def parse(text):
+        if str(text).strip().lower() == AUTO:
+            return AUTO
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects {expects} or auto, got {text!r}") from None
+    return parse
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,15 @@ class RunConfig:
                                 "every worker host, variables sharded greedily by size, as tf_cnn_benchmarks does)",
                                 choices=PS_PLACEMENTS, row=True)
     batch_size: int = setting(32, "images per worker per step", row=True)
-    micro_batches: int = setting(1, "ralp-hybrid: pipeline each worker's batch in this many micro-batches (the "
-                                 "same update; activations of one travel while the next is computed)", row=True)
+    micro_batches: typing.Union[int, str] = setting(
+        1, "ralp-hybrid: pipeline each worker's batch in this many micro-batches (the same update; activations of "
+        "one travel while the next is computed; auto: the count the cost model prices fastest)", row=True,
+        type=or_auto(int, "a positive integer"))
     hybrid_bucket_mb: typing.Union[float, str] = setting(
         4.0, "ralp-hybrid: MiB of fp32 tower gradients per ring all-reduce, whole layers in backward order, each "
         "ring starting as its layers' backward ends (0: one fused ring after the whole backward; auto: the size the "
-        "cost model prices fastest, as ralp-bench analyze chooses it)", row=True, type=mib_or_auto)
+        "cost model prices fastest, as ralp-bench analyze chooses it)", row=True,
+        type=or_auto(float, "MiB >= 0 (0: one fused ring)"))
     steps: int = setting(10, "timed steps (after warm-up; the minimum with --target-ci)", row=True)
     warmup_steps: int = setting(2, "untimed warm-up steps", row=True)
     target_ci: Optional[float] = setting(None, "after --steps, add timed steps until the median step time's 95%% "
@@ -244,19 +249,21 @@ class RunConfig:
         if self.ps_placement == "colocated" and self.ps != 1:
             raise UserError("--ps-placement colocated puts one PS task beside each worker; drop --ps "
                             f"{self.ps} (it sets the dedicated layout's PS hosts)")
-        for name in ("batch_size", "steps", "micro_batches"):
+        for name in ("batch_size", "steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.micro_batches != AUTO and not (isinstance(self.micro_batches, int) and self.micro_batches >= 1):
+            raise UserError(f"--micro-batches must be at least 1 or auto, got {self.micro_batches!r}")
         if self.link_probe_floats is not None and self.link_probe_floats < 1:
             raise UserError(f"--link-probe-floats must be at least 1, got {self.link_probe_floats}")
-        if self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
+        if self.micro_batches != AUTO and self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
             raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
                             "drop --micro-batches or use --strategy ralp-hybrid")
         if self.hybrid_bucket_mb != AUTO and not (isinstance(self.hybrid_bucket_mb, (int, float))
                                                   and self.hybrid_bucket_mb >= 0):
             raise UserError(f"--hybrid-bucket-mb must be MiB >= 0 (0: one fused ring) or auto, "
                             f"got {self.hybrid_bucket_mb!r}")
-        if self.batch_size % self.micro_batches:
+        if self.micro_batches != AUTO and self.batch_size % self.micro_batches:
             raise UserError(f"--batch-size {self.batch_size} does not split into {self.micro_batches} equal "
                             "micro-batches; pick a --micro-batches that divides it")
         if self.target_ci is not None and not 0 < self.target_ci < 1:

@@ -65,7 +65,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
     row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
-               hybrid_bucket_mb=plan.hybrid_bucket_mb)
+               micro_batches=plan.micro_batches, hybrid_bucket_mb=plan.hybrid_bucket_mb)
     pattern = spec_of(strategy).pattern_for(cfg.ps_placement)
     layout = RankLayout.for_run(cfg, strategy)
     probe_floats = launcher.in_run_link_probe(pattern, layout) if _carries_link_probe(cfg, strategy) else None
@@ -74,8 +74,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     if strategy == "horovod":
         row["horovod_settings"] = settings_label(cfg.horovod_ops, cfg.horovod_fusion_mb, cfg.horovod_cycle_ms,
                                                  cfg.horovod_autotune, cfg.horovod_hierarchical)
-    # ranks and predictions get the concrete codec and buckets
-    cfg = replace(cfg, compression=plan.compression, hybrid_bucket_mb=plan.hybrid_bucket_mb)
+    cfg = plan.applied_to(cfg)  # ranks and predictions get the concrete codec, micro-batches and buckets
     received = ResultReceiver()
     try:
         spec = launcher.spec(layout, rank_argv(replace(cfg, cut=cut, link_probe_floats=probe_floats), strategy))
@@ -111,10 +110,9 @@ def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = Non
 
 def _config_fields(cfg: RunConfig) -> Dict:
     """The row's config columns: the settings RunConfig marks for the row, and the global batch."""
-    fields = {column: getattr(cfg, name) for name, column in RunConfig.row_fields()}
-    if fields.get("hybrid_bucket_mb") == AUTO:
-        fields["hybrid_bucket_mb"] = None  # the plan's, once resolved (``run_one``)
-    return {**fields, "global_batch": cfg.global_batch}
+    fields = {column: None if value == AUTO and column in ("micro_batches", "hybrid_bucket_mb") else value
+              for column, value in ((column, getattr(cfg, name)) for name, column in RunConfig.row_fields())}
+    return {**fields, "global_batch": cfg.global_batch}  # auto: the plan's, once resolved (``run_one``)
 
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:

@@ -96,9 +96,9 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
-                   ps_placement=cfg.ps_placement, micro_batches=cfg.micro_batches,
+                   ps_placement=cfg.ps_placement, micro_batches=None if cfg.micro_batches == AUTO else cfg.micro_batches,
                    workers_per_host=cfg.workers_per_host, hierarchical=cfg.horovod_hierarchical,
-                   # the buckets the run will have, or (auto) the search's, which the run then takes
+                   # the micro-batches and buckets the run will have, or (auto) the search's, which it then takes
                    hybrid_bucket_mb=None if cfg.hybrid_bucket_mb == AUTO else cfg.hybrid_bucket_mb)
     ralp_cut = plan.cut if plan.strategy == "ralp" else _ralp_cut(plan, profile)
     return RunPlan(plan.strategy, plan.cut, ralp_cut, plan.reason, plan.compression or "none",
@@ -113,16 +113,21 @@ class Resolved:
     cut: Optional[str]
     compression: str
     reason: Optional[str] = None
-    hybrid_bucket_mb: float = HYBRID_BUCKET_MB  # the hybrid's ring buckets (never 'auto')
+    micro_batches: int = 1                      # the hybrid's pipelined micro-batches (never 'auto')
+    hybrid_bucket_mb: float = HYBRID_BUCKET_MB  # its ring buckets (never 'auto')
+
+    def applied_to(self, cfg: RunConfig) -> RunConfig:
+        """``cfg`` as the ranks and the cost model take it: the concrete codec, micro-batches and buckets."""
+        return replace(cfg, compression=self.compression, micro_batches=self.micro_batches,
+                       hybrid_bucket_mb=self.hybrid_bucket_mb)
 
 
 def resolve(cfg: RunConfig) -> Resolved:
-    """What actually runs: strategy, cut, codec and the hybrid's buckets ('auto' in any of them
-    asks the analyzer, whose buckets a hybrid then takes)."""
+    """What actually runs: strategy, cut, codec and the hybrid's micro-batches and buckets ('auto'
+    in any of them asks the analyzer, whose micro-batches and buckets a hybrid then takes)."""
     plan = _resolve(cfg)
-    if cfg.hybrid_bucket_mb != AUTO:
-        return replace(plan, hybrid_bucket_mb=cfg.hybrid_bucket_mb)
-    return plan
+    given = {name: getattr(cfg, name) for name in ("micro_batches", "hybrid_bucket_mb") if getattr(cfg, name) != AUTO}
+    return replace(plan, **given)
 
 
 def _resolve(cfg: RunConfig) -> Resolved:
@@ -131,12 +136,13 @@ def _resolve(cfg: RunConfig) -> Resolved:
     The launcher calls this to start the right ranks and record the plan; rank 0 of a
     direct mpirun calls it too, so both paths agree."""
     splits = cfg.strategy in SPECS and SPECS[cfg.strategy].splits
-    search_buckets = cfg.hybrid_bucket_mb == AUTO and cfg.strategy in SPECS and SPECS[cfg.strategy].priced_as in PIPELINED
-    if cfg.strategy != "ralp" and splits and cfg.compression != "auto" and not search_buckets:
+    search_hybrid = (AUTO in (cfg.micro_batches, cfg.hybrid_bucket_mb) and cfg.strategy in SPECS
+                     and SPECS[cfg.strategy].priced_as in PIPELINED)
+    if cfg.strategy != "ralp" and splits and cfg.compression != "auto" and not search_hybrid:
         # Run on its own, the hybrid splits where RALP's FC head starts, or at --cut (no analyzer
         # run, so no calibration); under auto it takes the analyzer's cut, below.
         return Resolved(cfg.strategy, _split_at(cfg, cfg.strategy, cfg.cut or first_cut(cfg)), cfg.compression)
-    if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto" and not search_buckets:
+    if cfg.strategy not in ("ralp", "auto") and cfg.compression != "auto" and not search_hybrid:
         return Resolved(cfg.strategy, None, cfg.compression)
     if cfg.strategy == "ralp" and cfg.cut and cfg.compression != "auto":
         # --cut is checked by the driver (check_cut) before launch; rank 0 of a launched run
@@ -149,7 +155,7 @@ def _resolve(cfg: RunConfig) -> Resolved:
         cut = _split_at(cfg, strategy, cfg.cut or (plan.cut if plan.strategy == strategy else None) or plan.ralp_cut)
     chosen = plan.predictions.get(spec_of(strategy).priced_as)
     buckets = getattr(chosen, "hybrid_bucket_mb", None)
-    return Resolved(strategy, cut, plan.compression, plan.reason,
+    return Resolved(strategy, cut, plan.compression, plan.reason, getattr(chosen, "micro_batches", 1) or 1,
                     HYBRID_BUCKET_MB if buckets is None else buckets)
 
 

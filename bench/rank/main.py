@@ -13,7 +13,6 @@ threads can keep a process alive after Python's main thread is done.
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +66,7 @@ def run_rank(cfg: RunConfig, resolve_plan, load_shards) -> int:
     phase(rank, "planning")
     plan = polite_allgather(comm, resolve_plan(cfg) if rank == 0 else None)[0]
     strategy_name = plan.strategy
-    cfg = replace(cfg, compression=plan.compression, hybrid_bucket_mb=plan.hybrid_bucket_mb)  # 'auto' resolved on rank 0
+    cfg = plan.applied_to(cfg)  # 'auto' is resolved on rank 0
     spec = spec_of(strategy_name)
     if spec.layout == "single":
         return _single(comm, cfg, plan, load_shards, watchdog)
