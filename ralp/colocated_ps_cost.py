@@ -93,7 +93,8 @@ def _worker(s: Setting, q: float, peer: float, served=((), ())) -> List[Stage]:
     (W-k) gradients of ``peer`` (``_received_by`` puts that on the peer's link)."""
     P, W, k, comp = s.P, s.W, s.k, s.comp
     pull = Phase("pull parameters", worker_rx=4.0 * (P - q))
-    push = Phase("push gradients", worker_tx=gradient_bytes(P - q, comp), worker_rx=(W - k) * gradient_bytes(peer, comp) / k)
+    push = Phase("push gradients", worker_tx=gradient_bytes(P - q, comp),
+                 worker_rx=(W - k) * gradient_bytes(peer, comp) / k)
     transport = (transport_seconds(s, sent=4.0 * (W - k) * q / k, received=4.0 * (P - q), local=4.0 * q),
                  transport_seconds(s, sent=push.worker_tx, received=(W - k) * gradient_bytes(q, comp) / k,
                                    local=gradient_bytes(q, comp)))

@@ -10,7 +10,7 @@ leave while the next layer's backward runs because nothing orders them), content
 resources (two stages that need the same link direction take turns, or share it).
 
 A resource is one of ``RESOURCES`` on the priced host, or the same on another host named after
-an ``@`` (``on_host``: ``"worker tx@busiest"``): a step whose hosts do different work at once
+an ``@`` (``on_host``: ``"worker tx@pulling host"``): a step whose hosts do different work at once
 (the colocated PS, where one host serves the largest shard while it pushes) states each host's
 stages on its own resources, and the evaluator runs them side by side.
 
@@ -58,8 +58,8 @@ class Stage:
     """One piece of a step. ``work``: seconds of each resource it uses (all at once, at its full
     rate); ``after``: the names of earlier stages it waits for; ``latency``: seconds it lasts
     beyond its work, holding its resources (a transfer's hops); ``hold``: its duration where
-    that is not its own work (a transfer that waits for the slowest of several hosts while
-    ``work`` is the priced host's own share), else None; ``phase``: the transfer (ralp/step_cost.py
+    that is not its longest part plus its latency (a transfer staged through host memory, with
+    the copies to the host and back around it), else None; ``phase``: the transfer (ralp/step_cost.py
     ``Phase``) or the piece of compute it belongs to, whose seconds the breakdown sums; ``flow``:
     the flow it is part of, which shares its links with the other flows on them (module
     docstring); None: it takes turns with every other stage on its resources."""
@@ -159,9 +159,10 @@ class _Run:
 
     def can_start(self, st: Stage) -> bool:
         for r in self.uses[st.name]:
-            flows = [self.by_name[h].flow for h in self.users.get(r, ())]
-            if flows and (st.flow is None or None in flows or st.flow in flows):
-                return False
+            for holder in self.users.get(r, ()):
+                flow = self.by_name[holder].flow
+                if st.flow is None or flow is None or flow == st.flow:
+                    return False
         return True
 
     def begin(self, name: str, t: float):

@@ -325,9 +325,10 @@ def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: 
     ``transport``: the worker host's CPU seconds in TensorFlow's transport during the pull and
     the push (``transport_seconds``), which share its cores with the compute. ``served``: stages
     the conv and the FC parameters wait for besides the pull's own bytes (colocated: the other
-    hosts' serving, ralp/colocated_ps_cost.py); ``flows``: the pull's and the pushes' flows, which share
-    the links with the other flows on them (ralp/evaluator.py ``Stage``; None: they take turns). Measured on the emulated cluster: the unstaged sum was
-    25-35% above sync PS's step time on FC-heavy models.
+    hosts' serving, ralp/colocated_ps_cost.py); ``flows``: the pull's and the pushes' flows,
+    which share the links with the other flows on them (ralp/evaluator.py ``Stage``; None: they
+    take turns). Measured on the emulated cluster: the unstaged sum was 25-35% above sync PS's
+    step time on FC-heavy models.
 
     The conv parameters come first only as far as the transport lets them: the PS serves every
     read as it is asked for, and a connection's send buffer (``SEND_BUFFER_BYTES``) already holds

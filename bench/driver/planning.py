@@ -96,7 +96,8 @@ def plan_for(cfg: RunConfig) -> RunPlan:
     plan = analyze(profile, batch_size=cfg.batch_size, workers=cfg.workers, ps=cfg.ps,
                    hardware=hardware_for(cfg), timing=timing_for(cfg), strategies=strategies,
                    compression="auto" if pick_codec else _codec_or_none(cfg.compression),
-                   ps_placement=cfg.ps_placement, micro_batches=None if cfg.micro_batches == AUTO else cfg.micro_batches,
+                   ps_placement=cfg.ps_placement,
+                   micro_batches=None if cfg.micro_batches == AUTO else cfg.micro_batches,
                    workers_per_host=cfg.workers_per_host, hierarchical=cfg.horovod_hierarchical,
                    # the micro-batches and buckets the run will have, or (auto) the search's, which it then takes
                    hybrid_bucket_mb=None if cfg.hybrid_bucket_mb == AUTO else cfg.hybrid_bucket_mb)
