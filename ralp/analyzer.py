@@ -281,8 +281,8 @@ def _analyze_one(profile, batch_size, workers, ps, hardware, strategies, compres
                         "add 'ps' or 'horovod' to the strategies")
     requested = any(s in strategies for s in SPLIT_STRATEGIES)
     reason = _reason(profile, chosen, predictions, best_split, split_possible, requested)
-    reason += (_variant_reason(predictions, variants, ps_layouts) + _bucket_reason(buckets, predictions.get("ralp-hybrid"))
-               + _horovod_reason(horovod_variants))
+    reason += (_variant_reason(predictions, variants, ps_layouts)
+               + _bucket_reason(buckets, predictions.get("ralp-hybrid")) + _horovod_reason(horovod_variants))
     if cuts and not variants and any(s in strategies for s in SHARDED_HEAD):
         reason += f" The hybrid is not a candidate with {ps} PS tasks: {head_chain(profile, cuts[0])[1]}."
     return Plan(strategy=chosen.strategy, cut=chosen.cut if chosen.strategy in SPLIT_STRATEGIES else None,

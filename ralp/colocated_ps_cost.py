@@ -55,7 +55,8 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     pulling = min(others, key=lambda h: loads[h][0])
     (q_b, task_b), (q_p, task_p) = loads[busiest], loads[pulling]
     here, there = WORKER_RX, on_host(WORKER_RX, PULLING)
-    ours_served, theirs_served = _serve(s, q_b), elsewhere(_serve(s, q_p), PULLING)
+    p_conv = (conv_fc_stages(s) or (1.0, 1.0))[0]
+    ours_served, theirs_served = _serve(s, q_b, p_conv), elsewhere(_serve(s, q_p, p_conv), PULLING)
     stages = ours_served + theirs_served
     ours = _received_by(_worker(s, q_b, q_p, served=_names(theirs_served)), here, there)
     outside = [st.name for st in ours_served]
@@ -66,14 +67,13 @@ def colocated_ps_cost(s: Setting) -> StepCost:
     return _step_cost(s, phases, stages, mean_bytes, task_b)
 
 
-def _serve(s: Setting, q: float) -> List[Stage]:
+def _serve(s: Setting, q: float, p_conv: float) -> List[Stage]:
     """A host's reads of its load ``q`` by the (W-k) workers of the other hosts, its worker's
     1/k of them, leaving from the step's start on its outgoing link, shared with its pushes: the
-    conv parameters' share first, then the FC's, as each worker's pull is split
+    conv parameters' share (``p_conv``) first, then the FC's, as each worker's pull is split
     (``sync_ps_stages``, which its readers' forward passes wait for)."""
     served = 4.0 * (s.W - s.k) * q / s.k
     phase, hops = Phase("pull parameters", worker_tx=served), None if served else 0  # nothing served: no hop
-    p_conv = (conv_fc_stages(s) or (1.0, 1.0))[0]
     stages = [s.transfer(phase, share=p_conv, name=SERVE_CONV, hops=hops, flow=SERVING)]
     if p_conv < 1.0:
         stages.append(s.transfer(phase, [SERVE_CONV], 1.0 - p_conv, SERVE_FC, hops, flow=SERVING))

@@ -40,6 +40,10 @@ def setting(default=None, help=None, *, cli=("run",), rank=True, row=None, choic
     return field(default=default, metadata=meta)
 
 
+# Settings that take a number or auto; auto is resolved before launch (bench/driver/planning.py ``resolve``).
+NUMBERS_OR_AUTO = ("micro_batches", "hybrid_bucket_mb")
+
+
 def or_auto(kind, expects: str):
     """A flag's parser for a number (``kind``) or auto: a setting the driver resolves before launch
     (bench/driver/planning.py ``resolve``), so the ranks and the row get a number."""
@@ -252,20 +256,21 @@ class RunConfig:
         for name in ("batch_size", "steps"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.micro_batches != AUTO and not (isinstance(self.micro_batches, int) and self.micro_batches >= 1):
-            raise UserError(f"--micro-batches must be at least 1 or auto, got {self.micro_batches!r}")
         if self.link_probe_floats is not None and self.link_probe_floats < 1:
             raise UserError(f"--link-probe-floats must be at least 1, got {self.link_probe_floats}")
-        if self.micro_batches != AUTO and self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
-            raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
-                            "drop --micro-batches or use --strategy ralp-hybrid")
+        if self.micro_batches != AUTO:
+            if not (isinstance(self.micro_batches, int) and self.micro_batches >= 1):
+                raise UserError(f"--micro-batches must be at least 1 or auto, got {self.micro_batches!r}")
+            if self.micro_batches > 1 and self.strategy != "auto" and not self._pipelines():
+                raise UserError(f"--micro-batches pipelines ralp-hybrid's batches; {self.strategy} has none: "
+                                "drop --micro-batches or use --strategy ralp-hybrid")
+            if self.batch_size % self.micro_batches:
+                raise UserError(f"--batch-size {self.batch_size} does not split into {self.micro_batches} equal "
+                                "micro-batches; pick a --micro-batches that divides it")
         if self.hybrid_bucket_mb != AUTO and not (isinstance(self.hybrid_bucket_mb, (int, float))
                                                   and self.hybrid_bucket_mb >= 0):
             raise UserError(f"--hybrid-bucket-mb must be MiB >= 0 (0: one fused ring) or auto, "
                             f"got {self.hybrid_bucket_mb!r}")
-        if self.micro_batches != AUTO and self.batch_size % self.micro_batches:
-            raise UserError(f"--batch-size {self.batch_size} does not split into {self.micro_batches} equal "
-                            "micro-batches; pick a --micro-batches that divides it")
         if self.target_ci is not None and not 0 < self.target_ci < 1:
             raise UserError(f"--target-ci is a share of the median in (0, 1), e.g. 0.05; got {self.target_ci}")
         if self.max_steps is not None and self.max_steps < self.steps:

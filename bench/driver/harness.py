@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from bench.core.config import RunConfig
+from bench.core.config import NUMBERS_OR_AUTO, RunConfig
 from bench.core.errors import RunFailed, UserError, one_line, traceback_to_log
 from bench.core.horovod_settings import settings_label
 from bench.core.roles import RankLayout
@@ -65,7 +65,7 @@ def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] 
     strategy, cut = plan.strategy, plan.cut
     picked_codec = cfg.compression == "auto"
     row.update(plan=strategy + (f"+{plan.compression}" if picked_codec else ""), cut_layer=cut,
-               micro_batches=plan.micro_batches, hybrid_bucket_mb=plan.hybrid_bucket_mb)
+               **{name: getattr(plan, name) for name in NUMBERS_OR_AUTO})
     pattern = spec_of(strategy).pattern_for(cfg.ps_placement)
     layout = RankLayout.for_run(cfg, strategy)
     probe_floats = launcher.in_run_link_probe(pattern, layout) if _carries_link_probe(cfg, strategy) else None
@@ -110,9 +110,9 @@ def failed_row(cfg: RunConfig, reason: str, cluster_fields: Optional[Dict] = Non
 
 def _config_fields(cfg: RunConfig) -> Dict:
     """The row's config columns: the settings RunConfig marks for the row, and the global batch."""
-    fields = {column: None if value == AUTO and column in ("micro_batches", "hybrid_bucket_mb") else value
-              for column, value in ((column, getattr(cfg, name)) for name, column in RunConfig.row_fields())}
-    return {**fields, "global_batch": cfg.global_batch}  # auto: the plan's, once resolved (``run_one``)
+    fields = {column: getattr(cfg, name) for name, column in RunConfig.row_fields()}
+    fields.update({name: None for name in NUMBERS_OR_AUTO if fields[name] == AUTO})  # the plan's, once resolved
+    return {**fields, "global_batch": cfg.global_batch}
 
 
 def _predicted(cfg: RunConfig, strategy: str, cut: Optional[str]) -> Dict:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Optional
 
-from bench.core.config import CALIBRATIONS, RunConfig
+from bench.core.config import CALIBRATIONS, NUMBERS_OR_AUTO, RunConfig
 from bench.core.errors import UserError
 from bench.core.horovod_settings import HIERARCHICAL_NEEDS_NCCL
 from bench.core.strategy_specs import AUTO, SPECS, spec_of
@@ -127,8 +127,7 @@ def resolve(cfg: RunConfig) -> Resolved:
     """What actually runs: strategy, cut, codec and the hybrid's micro-batches and buckets ('auto'
     in any of them asks the analyzer, whose micro-batches and buckets a hybrid then takes)."""
     plan = _resolve(cfg)
-    given = {name: getattr(cfg, name) for name in ("micro_batches", "hybrid_bucket_mb") if getattr(cfg, name) != AUTO}
-    return replace(plan, **given)
+    return replace(plan, **{name: getattr(cfg, name) for name in NUMBERS_OR_AUTO if getattr(cfg, name) != AUTO})
 
 
 def _resolve(cfg: RunConfig) -> Resolved:
@@ -137,7 +136,7 @@ def _resolve(cfg: RunConfig) -> Resolved:
     The launcher calls this to start the right ranks and record the plan; rank 0 of a
     direct mpirun calls it too, so both paths agree."""
     splits = cfg.strategy in SPECS and SPECS[cfg.strategy].splits
-    search_hybrid = (AUTO in (cfg.micro_batches, cfg.hybrid_bucket_mb) and cfg.strategy in SPECS
+    search_hybrid = (any(getattr(cfg, name) == AUTO for name in NUMBERS_OR_AUTO) and cfg.strategy in SPECS
                      and SPECS[cfg.strategy].priced_as in PIPELINED)
     if cfg.strategy != "ralp" and splits and cfg.compression != "auto" and not search_hybrid:
         # Run on its own, the hybrid splits where RALP's FC head starts, or at --cut (no analyzer
@@ -154,10 +153,10 @@ def _resolve(cfg: RunConfig) -> Resolved:
     cut = None
     if SPECS[strategy].splits:
         cut = _split_at(cfg, strategy, cfg.cut or (plan.cut if plan.strategy == strategy else None) or plan.ralp_cut)
-    chosen = plan.predictions.get(spec_of(strategy).priced_as)
-    buckets = getattr(chosen, "hybrid_bucket_mb", None)
-    return Resolved(strategy, cut, plan.compression, plan.reason, getattr(chosen, "micro_batches", 1) or 1,
-                    HYBRID_BUCKET_MB if buckets is None else buckets)
+    hybrid = plan.predictions.get(spec_of(strategy).priced_as) if spec_of(strategy).priced_as in PIPELINED else None
+    if hybrid is None:
+        return Resolved(strategy, cut, plan.compression, plan.reason)
+    return Resolved(strategy, cut, plan.compression, plan.reason, hybrid.micro_batches, hybrid.hybrid_bucket_mb)
 
 
 def _split_at(cfg: RunConfig, strategy: str, cut: Optional[str]) -> str:
