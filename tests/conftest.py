@@ -1,6 +1,7 @@
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,20 @@ def rank_pids(rank):
     """Our bench.run processes whose Open MPI rank is ``rank``."""
     return [pid for pid in our_processes((b"bench.run",))
             if _environ(pid).get(b"OMPI_COMM_WORLD_RANK") == str(rank).encode()]
+
+
+def failed_run(proc, tail: int = 3000) -> str:
+    """What an assert on a failed CLI run shows: its output's tail, then the tail of every log its
+    one-line error names ("full output: PATH", bench/launch/base.py). The rank's traceback is in
+    that log, which CI keeps on its own machine: without it here a failure there cannot be read."""
+    text = (proc.stdout or "")[-tail:] + (proc.stderr or "")[-tail:]
+    for path in sorted(set(re.findall(r"full output: (\S+\.log)", text))):
+        try:
+            with open(path, errors="replace") as fh:
+                text += f"\n--- {path} (tail) ---\n" + fh.read()[-tail:]
+        except OSError as exc:
+            text += f"\n--- {path}: {exc}"
+    return text
 
 
 def ralp_bench(*args, timeout=600, cwd=None):

@@ -159,7 +159,7 @@ from bench.rank.gpu import GpuChoice
 from bench.rank.tf_cluster import ClusterInfo, reserve_port, start_server
 out = {}
 for name, choice in (("cpu", None), ("gpu3", GpuChoice(3, 4)), ("hidden", GpuChoice(None, 4))):
-    s = reserve_port("127.0.0.1"); port = s.getsockname()[1]; s.close()
+    s = reserve_port(); port = s.getsockname()[1]; s.close()
     info = ClusterInfo(0, 1, ["127.0.0.1"], {"worker": [f"127.0.0.1:{port}"]}, loopback=True)
     c = start_server(info, Role("worker", 0), 2, 1, choice).server_def.default_session_config
     out[name] = [c.intra_op_parallelism_threads, c.inter_op_parallelism_threads, dict(c.device_count),

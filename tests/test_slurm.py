@@ -22,7 +22,7 @@ import pytest
 from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch import slurm, ssh_hosts
-from tests.conftest import ROOT, no_bring_up_meanwhile, ralp_bench
+from tests.conftest import ROOT, failed_run, no_bring_up_meanwhile, ralp_bench
 
 PY = sys.executable
 NAME = "slurmt"
@@ -206,7 +206,7 @@ def test_sbatch_runs_the_example_comparison_and_its_rows_are_stored(cluster):
         out = subprocess.run(c.enter_argv("login", ["sh", "-c", submit]), capture_output=True, text=True,
                              timeout=420, env=env)
         logs = "".join(open(os.path.join(results, f)).read() for f in os.listdir(results) if f.endswith(".out"))
-        assert out.returncode == 0, out.stdout + out.stderr + logs[-4000:]
+        assert out.returncode == 0, failed_run(out) + logs[-4000:]
         job = re.search(r"Submitted batch job (\d+)", out.stdout).group(1)
         assert f"job {job} on h0 h1 h2 -> 2 workers" in logs, logs[-2000:]
         from bench.store.results import ResultStore

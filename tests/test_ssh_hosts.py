@@ -25,7 +25,7 @@ from bench.core.errors import UserError
 from bench.launch import netns as nx
 from bench.launch import ssh_hosts
 from bench.rank.result import COPIES, ResultReceiver, result_lines
-from tests.conftest import ROOT, no_bring_up_meanwhile, ralp_bench
+from tests.conftest import ROOT, failed_run, no_bring_up_meanwhile, ralp_bench
 
 PY = sys.executable
 NAME = "sshtest"
@@ -267,7 +267,7 @@ def test_a_comparison_runs_from_a_login_host_outside_the_hostfile(cluster):
         started = time.monotonic()
         proc = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=540,
                               cwd=ROOT)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, failed_run(proc)
         from bench.store.results import ResultStore
 
         rows = ResultStore(results).load()
@@ -305,7 +305,7 @@ def test_two_workers_per_host_under_every_strategy_bytes_per_host_against_the_mo
                 "--results", os.path.join(shared, "results"), "--quiet"]
         proc = subprocess.run(cluster.enter_argv("login", argv), capture_output=True, text=True, timeout=900,
                               cwd=ROOT)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, failed_run(proc)
         from bench.store.results import ResultStore
 
         rows = ResultStore(os.path.join(shared, "results")).load()
@@ -334,7 +334,7 @@ def test_the_readmes_own_mpirun_writes_rank_0s_result_on_rank_0s_machine(cluster
         proc = subprocess.run(cluster.enter_argv("login", ["sh", "-c", command]), capture_output=True, text=True,
                               timeout=300, env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
                                                 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, failed_run(proc)
         result = RankResult.from_json(on(cluster, first, f"cat {out}"))
         assert result.timed_steps == 2 and len(result.step_times) == 2 and result.plan.startswith(strategy)
         assert on(cluster, first, f"ls -a /tmp | grep -c ssht-{strategy} || true") == "1"  # no temp file beside
@@ -426,7 +426,7 @@ def test_compute_is_calibrated_on_a_worker_host_and_predicts_the_step_from_the_l
                "RALP_CACHE": os.path.join(shared, "cache")}
         proc = subprocess.run(machines.enter_argv("login", argv), capture_output=True, text=True, timeout=600,
                               cwd=ROOT, env=env)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, failed_run(proc)
         with open(os.path.join(shared, "cache", "calibration.json")) as fh:
             entries = json.load(fh)
         # the cores a process started over ssh on h1 may use: its CPU group's cap (the login host has none)

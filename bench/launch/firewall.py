@@ -4,7 +4,7 @@ Why: a run's servers cannot be told to authenticate. TensorFlow's gRPC servers b
 interface and run any graph they are sent (file reads and writes: code execution as the ranks'
 user); Horovod's Gloo rendezvous is an unauthenticated HTTP key-value store; Open MPI's daemons
 and transport listen too. Every one of them binds port 0 or an unprivileged port the library
-picks (TF: bench/tf_cluster.reserve_port; Horovod's RendezvousServer and Gloo's pairs; Open
+picks (TF: bench/rank/tf_cluster.reserve_port; Horovod's RendezvousServer and Gloo's pairs; Open
 MPI's oob and btl_tcp), so for as long as a run goes, on each of its hosts:
 
 - a new TCP connection (a SYN) to a port >= 1024 that was not listening when the run began is

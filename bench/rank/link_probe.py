@@ -75,6 +75,7 @@ def _allreduce(floats: int, repeats: int, ops: str = "gloo", network: str = None
 
     comm = MPI.COMM_WORLD
     info = rendezvous(comm, [Role("worker", r) for r in range(comm.Get_size())], network)
+    info.release_port()  # the probe runs no TF server
     hvd = init_horovod(comm, list(range(comm.Get_size())), info.addresses, ops)
     seconds, times = time_allreduce(hvd, floats, repeats)
     if hvd.rank() == 0:

@@ -103,6 +103,7 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
     Horovod is started only for a strategy that uses it (``cls.uses_horovod``). Ranks a TF
     layout launched beside them (an ``auto`` run that picked this plan) sit the run out."""
     rank = comm.Get_rank()
+    info.release_port()  # no TF server in this layout
     worker_ranks = [r for r, ro in enumerate(roles) if ro.job == "worker"]
     hvd = None
     if cls.uses_horovod:
@@ -148,6 +149,7 @@ def _serve(comm, info, role, intra, inter, gpu, watchdog):
     rank = comm.Get_rank()
     phase(rank, "starting TF server")
     server = start_server(info, role, intra, inter, gpu)
+    info.release_port()  # the server holds it now
     phase(rank, "TF server up, waiting for all servers")
     polite_allgather(comm, "up")
     phase(rank, "serving")
@@ -171,6 +173,7 @@ def _drive(comm, info, cfg, cls, plan, roles, ps_tasks, meter, load_shards, watc
     if cls.connects_to_cluster:
         tf.config.experimental_connect_to_cluster(resolver, job_name="chief", task_index=0,
                                                   make_master_device_default=False)
+    info.release_port()  # the chief's own server (connect_to_cluster's) holds it now, or none will
     phase(rank, "training")
     ctx = StrategyContext(cfg, load_shards(cfg),
                           worker_devices=[device_for("worker", i) for i in range(cfg.workers)],
@@ -188,6 +191,7 @@ def _single(comm, cfg, plan, load_shards, watchdog):
     if comm.Get_size() != 1:
         raise UserError(f"single is one process (mpirun -np 1); got {comm.Get_size()}")
     info = rendezvous(comm, [Role("worker", 0)], cfg.network)
+    info.release_port()  # no server
     intra, inter = thread_counts(cfg.intra_threads, cfg.inter_threads, 1)
     import tensorflow as tf
 

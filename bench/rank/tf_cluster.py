@@ -16,7 +16,7 @@ import ipaddress
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from bench.core.errors import UserError
@@ -76,11 +76,28 @@ def choose_addresses(gathered: List[dict], network: Optional[str]) -> List[str]:
     return chosen
 
 
-def reserve_port(address: str) -> socket.socket:
-    """A socket bound to a free port; keep it open until every rank has picked
-    its port, so two ranks on one host can never pick the same one."""
+# TensorFlow's gRPC server sets SO_REUSEPORT on its listening socket when this is set
+# (grpc_server_lib.cc reads it as the server starts), so it can bind a port reserve_port holds.
+REUSE_PORT_ENV = "TF_GRPC_REUSE_PORT"
+
+
+def reserve_port() -> socket.socket:
+    """A socket bound to a free port, held until this rank's TF server has bound the port too.
+
+    Why held: a port let go of before the server binds it is anyone's while TensorFlow imports
+    (seconds on a capped host), and the server dies with "Could not start gRPC server" if a
+    socket on the host has it by then (seen once in CI: a worker of two on one host). Held with
+    SO_REUSEPORT, the port is closed to every other socket: bind(0) and connect() skip it, and a
+    bind to it needs SO_REUSEPORT and the same user, which TF's server has once
+    ``REUSE_PORT_ENV`` is set (rendezvous sets it). This socket never listens, so every
+    connection goes to the server. Two ranks on one host can never pick the same port either.
+
+    Why every address: the server binds the wildcard (0.0.0.0, or [::] dual-stack), which
+    fails if any address of the host has the port, say a daemon's listener on 127.0.0.1; a
+    port picked free on the rank's own address only could be one of those."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((address, 0))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("0.0.0.0", 0))
     return s
 
 
@@ -92,26 +109,34 @@ class ClusterInfo:
     addresses: List[str]          # per rank
     spec: Dict[str, List[str]]    # TF cluster spec (chief/ps/worker), empty for horovod layout
     loopback: bool
+    reserved: Optional[socket.socket] = field(default=None, repr=False, compare=False)  # this rank's port
 
     def host_of(self, rank: int) -> str:
         return self.addresses[rank]
 
+    def release_port(self):
+        """Let go of this rank's port: once its TF server has bound it, or where none will."""
+        if self.reserved is not None:
+            self.reserved.close()
+            self.reserved = None
+
 
 def rendezvous(comm, role_by_rank: List[Role], network: Optional[str]) -> ClusterInfo:
-    """Exchange addresses and free ports; build the TF cluster spec in rank order."""
+    """Exchange addresses and free ports; build the TF cluster spec in rank order. Each rank's
+    port stays reserved (``reserve_port``) until it calls ``release_port``."""
     network = network or os.environ.get("RALP_NETWORK")
     me = {"host": socket.gethostname(), "addrs": [str(i) for _, i in ipv4_interfaces()]}
     gathered = polite_allgather(comm, me)
     addresses = choose_addresses(gathered, network)
     rank = comm.Get_rank()
-    reserved = reserve_port(addresses[rank])
+    os.environ[REUSE_PORT_ENV] = "1"  # before TensorFlow starts a server in this process
+    reserved = reserve_port()
     endpoints = polite_allgather(comm, f"{addresses[rank]}:{reserved.getsockname()[1]}")
-    polite_allgather(comm, None)  # everyone has its port; now let go of them
-    reserved.close()
     spec: Dict[str, List[str]] = {}
     for r, role in enumerate(role_by_rank):
         spec.setdefault(role.job, []).append(endpoints[r])
-    return ClusterInfo(rank, comm.Get_size(), addresses, spec, loopback=addresses[0] == LOOPBACK)
+    return ClusterInfo(rank, comm.Get_size(), addresses, spec, loopback=addresses[0] == LOOPBACK,
+                       reserved=reserved)
 
 
 def thread_counts(intra: Optional[int], inter: Optional[int], ranks_on_host: int):
