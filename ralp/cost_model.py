@@ -86,11 +86,12 @@ its step as an ordered list of dependent stages (ralp/evaluator.py ``Stage``: wh
 for how long, after what), and one evaluator turns every strategy's list into time the same
 way: a stage starts when what it waits for has ended and its resources are free, as TF's
 dataflow executor runs ops. What overlaps follows from the stages: sync PS (both layouts)
-reads every variable at the step's start, so the conv parameters arrive early (behind what
-the PS's send buffer already holds of the FC weights) and the conv forward runs while the
-rest of the FC weights are still coming, and pushes each layer's gradients as its
-backward finishes (ralp/step_cost.py ``sync_ps_stages``, ``Setting.streamed``), with the CPU
-the worker's host spends in TensorFlow's transport as stages of its own (``TRANSPORT_PASSES``;
+reads every variable at the step's start, so the conv parameters arrive before the last FC
+bytes (the last of them after ``LAST_CONV_SHARE`` of the FC weights, measured) and the conv
+forward runs while the rest of the FC weights are still coming, and pushes each layer's
+gradients as its backward finishes (ralp/step_cost.py ``sync_ps_stages``,
+``Setting.streamed``), with the CPU the worker's host spends in TensorFlow's transport as
+stages of its own (``TRANSPORT_PASSES``;
 colocated, its PS task's share too, on two hosts at once: the busiest one serving its shard
 while its own push shares that link, as two flows, and the one that pulls the most waiting for
 it: ralp/colocated_ps_cost.py); RALP streams its tower's gradients the same way;

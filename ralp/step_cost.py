@@ -29,11 +29,21 @@ HYBRID_BUCKET_MB = 4.0  # bench/core/config.py's default --hybrid-bucket-mb
 # Workers on one CPU host exchange all-reduce data through shared memory: the sender copies each
 # float in and the receiver copies it out, 16 bytes read or written per float, 4/3 of a pass's 12.
 SHARED_MEMORY_PASSES = 16.0 / 12.0
-# Bytes a TCP connection holds unsent in its send buffer: Linux's largest (net.ipv4.tcp_wmem[2],
-# 4 MiB by default), which auto-tuning reaches under a bulk transfer. TensorFlow's gRPC writes each
-# tensor it serves into its connection as soon as the tensor is asked for, so a small tensor asked
-# for together with large ones can arrive only after up to this much of theirs (``sync_ps_stages``).
-SEND_BUFFER_BYTES = 4 * 2 ** 20
+# The share of a one-PS-task pull's FC bytes that reach a worker before its last conv tensor does.
+# TensorFlow asks for every parameter at the step's start and the PS serves them all at once over
+# one connection, with no priority for the small ones: where each conv tensor lands among the FC
+# bytes changes from step to step, and the forward waits for the last of them. It also changes
+# with the machine's state. TF 2.15's rendezvous log (TF_CPP_VMODULE=base_rendezvous_mgr=2; one
+# PS, 2 workers, 1 Gbit/s, 0.67 cores per host), the time of the last conv tensor as a share of the
+# pull's: 2026-12-06 (710b088), alexnet_cifar, 0.32-0.43; 2026-12-07, alexnet_cifar's two workers
+# 0.71 and 0.59 on average (9 steps each, every one from 0.34 to 1.0), lenet_mnist's 0.74 and 0.93
+# (11 steps). The same cell measured 0.47-0.50 s a step on 2026-12-05 and 0.66-0.73 s on
+# 2026-12-07, the 2026-12-05 commit too, run beside today's (0.696 and 0.729 s): the machine
+# changed, not the code. 0.6 is the middle of what was measured: ./ci/main's alexnet_cifar cell,
+# 12-39% above the model with one send buffer (4 MiB) of FC bytes first (over 20% in 11 of 14
+# runs, 2026-12-06/07), is +7% to +16% on the 10 such rows at hand; 2026-12-05's (then -1%, +5%)
+# would be about -13% and -7% (scaled by today's model ratio); lenet_mnist's -2% become 0%.
+LAST_CONV_SHARE = 0.6
 BESIDE = "head beside the backward"  # split strategies: the stage of the PS's work beside the workers' backward
 
 
@@ -314,13 +324,13 @@ def tower_layers(profile, cut: Optional[str]) -> Tuple[Tuple[float, float], ...]
 
 
 def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: Optional[float],
-                   transport: Tuple[float, float], queued: float = 0.0,
+                   transport: Tuple[float, float], fc_ahead: float = 0.0,
                    served: Tuple[Sequence[str], Sequence[str]] = ((), ()),
                    flows: Tuple[Optional[str], Optional[str]] = (None, None)) -> List[Stage]:
     """Sync PS's step (both layouts) as TensorFlow's executor runs it: every parameter read starts
-    with the step, as concurrent RPCs sharing the link, so the conv parameters (few and small
-    beside the FC matrices) arrive early and the conv forward runs while the FC weights are still
-    coming; in the backward every layer's gradients leave as its backward finishes (``streamed``);
+    with the step, as concurrent RPCs sharing the link, so the conv forward can run while the last
+    of the FC weights are still coming (how early: below); in the backward every layer's
+    gradients leave as its backward finishes (``streamed``);
     the PS sums and updates once the last has arrived (``ps_work``; None: the caller adds it).
     ``transport``: the worker host's CPU seconds in TensorFlow's transport during the pull and
     the push (``transport_seconds``), which share its cores with the compute. ``served``: stages
@@ -331,20 +341,15 @@ def sync_ps_stages(s: Setting, pull: Phase, push: Phase, codec: float, ps_work: 
     step time on FC-heavy models.
 
     The conv parameters come first only as far as the transport lets them: the PS serves every
-    read as it is asked for, and a connection's send buffer (``SEND_BUFFER_BYTES``) already holds
-    FC bytes when the conv tensors are written behind them. So the conv forward waits for the
-    conv parameters and ``queued``: the FC bytes that reach the worker before them (one PS
-    task: up to one send buffer). Measured (alexnet_cifar, 2 workers, one PS, 1 Gbit/s, TF 2.15's
-    rendezvous log): every conv tensor arrived 75-100 ms into a 232 ms pull, after ~4.5 MB per
-    worker, not after its own 0.7 MB. Pricing them first under-predicted that step by 17-39%; with
-    the queued bytes, by 13% (0.637 s measured, 0.565 s predicted; vgg_cifar 13%, was 20%), where
-    the same run's single-process step was 10% above its calibration.
+    read as it is asked for, all at once, so the conv forward waits for the conv parameters and
+    ``fc_ahead``, the share of the FC bytes that reach the worker before the last conv tensor (one
+    PS task: ``LAST_CONV_SHARE``, measured). Pricing the conv tensors first, or behind one send
+    buffer of FC bytes, under-predicted alexnet_cifar's step at 1 Gbit/s by 12-39%.
     Sharded PS tasks (``--ps`` > 1, colocated) pass none: the greedy sharding puts the large FC
     matrices on tasks of their own, so the conv tensors' connections hold few FC bytes; pricing
     that would need each task's share of conv and FC tensors, which the profile does not keep."""
     p_conv, f_conv = conv_fc_stages(s) or (1.0, 1.0)
-    if p_conv < 1.0 and pull.worker_rx > 0:
-        p_conv += min(1.0 - p_conv, queued / pull.worker_rx)
+    p_conv += fc_ahead * (1.0 - p_conv)
     fwd, bwd = s.train_full / 3, s.train_full * 2 / 3
     pull_cpu, push_cpu = transport
     stages = [s.transfer(pull, share=p_conv, name="pull conv parameters", flow=flows[0]),

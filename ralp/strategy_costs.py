@@ -16,7 +16,7 @@ from ralp.errors import UserError
 from ralp.buckets import MIB, buckets
 from ralp.colocated_ps_cost import colocated_ps_cost
 from ralp.head_chain import head_chain
-from ralp.step_cost import (BESIDE, FUSION_PASSES, SEND_BUFFER_BYTES, TRAIN_FLOPS_FACTOR, UPDATE_PASSES,
+from ralp.step_cost import (BESIDE, FUSION_PASSES, LAST_CONV_SHARE, TRAIN_FLOPS_FACTOR, UPDATE_PASSES,
                             Phase, Setting, StepCost, activation_bytes, activation_codec, collective_phase,
                             compute_seconds, gradient_bytes, hierarchical_phases, shared_memory_seconds,
                             sync_ps_stages, tower_layers, transport_seconds)
@@ -33,8 +33,8 @@ def sync_ps_cost(s: Setting) -> StepCost:
     ps_compute = s.ps_passes(P / S, W + UPDATE_PASSES)  # sum W gradients, then the update
     worker_codec, ps_codec = s.on_worker(P, comp, 0), s.on_ps(P * W / S, comp, 1)
     transport = (transport_seconds(s, received=4.0 * P), transport_seconds(s, sent=push))
-    queued = SEND_BUFFER_BYTES if S == 1 else 0.0  # FC bytes ahead of the conv parameters (sync_ps_stages)
-    stages = sync_ps_stages(s, pull_ph, push_ph, worker_codec, ps_compute + ps_codec, transport, queued)
+    fc_ahead = LAST_CONV_SHARE if S == 1 else 0.0  # FC bytes ahead of the last conv tensor (sync_ps_stages)
+    stages = sync_ps_stages(s, pull_ph, push_ph, worker_codec, ps_compute + ps_codec, transport, fc_ahead)
     return StepCost([pull_ph, push_ph], stages, s.train_full / 3, s.train_full * 2 / 3, ps_compute,
                     worker_codec, ps_codec)
 

@@ -14,7 +14,7 @@ from bench.core.errors import UserError  # noqa: E402
 from ralp.cost_model import predict  # noqa: E402
 from ralp.hardware import PRESETS, Hardware, load_hardware, parse_bandwidth, parse_latency  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
-from ralp.step_cost import SEND_BUFFER_BYTES  # noqa: E402
+from ralp.step_cost import LAST_CONV_SHARE  # noqa: E402
 
 MB = 1e6
 # model: (P_conv, P_fc, A floats at the split), torchvision/Keras counts from anchors.md.
@@ -125,14 +125,14 @@ def test_compute_time_and_ps_compute_for_the_head():
 
 @pytest.mark.parametrize("fc_params,forward", [(750_000, 2 / 3), (5_000_000, 20.0)])
 def test_sync_ps_overlaps_conv_forward_with_fc_pulls_and_fc_pushes_with_conv_backward(fc_params, forward):
-    # 1 MB of conv parameters; 3 MB of FC ones (all of them fit in the PS's send buffer, so all
-    # arrive before the conv ones) or 20 MB (one send buffer's worth arrives first); 1 MB/s
-    # links; compute only in the conv layers, the forward a third of it.
+    # 1 MB of conv parameters; 3 MB or 20 MB of FC ones, LAST_CONV_SHARE of which arrive before
+    # the last conv tensor (one PS task serves them all at once); 1 MB/s links; compute only in
+    # the conv layers, the forward a third of it.
     profile = two_layer_profile(250_000, fc_params, 100, conv_flops=1e9, fc_flops=0)
     hw = Hardware("link", 1e9 * 3 * 4 / 3 / forward, 1e30, 1e30, 8e6, 8e6, 0.0, pass_s=1e-30)
     step = predict(profile, "ps", workers=1, batch_size=4, hardware=hw)
     fc = 4.0 * fc_params / 1e6                          # seconds of FC bytes on the link
-    conv_params_in = 1.0 + min(fc, SEND_BUFFER_BYTES / 1e6)
+    conv_params_in = 1.0 + LAST_CONV_SHARE * fc
     forward_done = max(1.0 + fc, conv_params_in + forward)   # the FC forward waits for the whole pull
     fc_pushed = forward_done + fc                       # FC gradients first
     conv_ready = forward_done + 2 * forward
