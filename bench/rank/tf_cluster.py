@@ -1,9 +1,9 @@
 """Bring a TensorFlow cluster up over MPI, and the small control plane beside it.
 
-Every rank finds the address it is reached at, picks a free port on it, and
-the ranks exchange host:port with an MPI allgather; that builds the
-``tf.train.ClusterSpec``. PS and worker ranks then run a ``tf.distribute.Server``
-and wait; the chief drives training through the TF runtime.
+Every rank finds the address it is reached at, reserves a free port (held until its
+server has bound it: ``reserve_port``), and the ranks exchange host:port with an MPI
+allgather; that builds the ``tf.train.ClusterSpec``. PS and worker ranks then run a
+``tf.distribute.Server`` and wait; the chief drives training through the TF runtime.
 
 MPI is also the control plane: counters of each host's NIC are gathered
 at phase boundaries (so bytes on the wire cover the timed steps only) and the
