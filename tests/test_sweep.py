@@ -40,6 +40,11 @@ def test_shipped_sweeps_expand_to_their_grids():
     buckets = load_sweep(str(ROOT / "sweeps" / "buckets.toml"))
     assert sorted((p.config.model, p.config.hybrid_bucket_mb) for p in buckets.points) == [
         ("alexnet_cifar", 0.0), ("alexnet_cifar", 1.0), ("vgg_cifar", 0.0), ("vgg_cifar", 1.0), ("vgg_cifar", 4.0)]
+    # bound-cifar is bound-full's CIFAR part, point for point and in its order (its rows stand beside that file's)
+    full, cifar = (load_sweep(str(ROOT / "sweeps" / name)) for name in ("bound-full.toml", "bound-cifar.toml"))
+    assert [p.config for p in cifar.points] == [p.config for p in full.points if p.config.model.endswith("_cifar")]
+    assert [p.cluster for p in cifar.points] == [p.cluster for p in full.points if p.config.model.endswith("_cifar")]
+    assert len(cifar.points) == 36 and cifar.repeats == full.repeats == 2
 
 
 @pytest.mark.parametrize("text, message", [
@@ -85,7 +90,7 @@ def test_dry_run_estimates_each_point_from_the_cost_model_and_the_step_bounds(cl
 def test_missing_sweep_file_exits_2_with_one_line(cli, tmp_path):
     proc = cli("sweep", tmp_path / "none.toml")
     assert proc.returncode == 2 and "not found" in proc.stderr and "Traceback" not in proc.stderr
-    assert "shipped ones: sweeps/bound-full.toml, " in proc.stderr and "sweeps/custom-model.toml" in proc.stderr
+    assert "shipped ones: sweeps/bound-cifar.toml, " in proc.stderr and "sweeps/custom-model.toml" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
 
 
