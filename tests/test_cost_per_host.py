@@ -18,7 +18,7 @@ from ralp.analyzer import analyze  # noqa: E402
 from ralp.cost_model import ModelTiming, predict  # noqa: E402
 from ralp.hardware import BYTES_PER_PASS, PRESETS, Hardware, load_hardware  # noqa: E402
 from ralp.profile import LayerProfile, ModelProfile  # noqa: E402
-from ralp.step_cost import CODEC_PASSES, SHARED_MEMORY_PASSES, Setting, codec_seconds  # noqa: E402
+from ralp.step_cost import CODEC_PASSES, SHARED_MEMORY_PASSES, codec_seconds  # noqa: E402
 
 GB = 1e9
 P_CONV, P_FC, A, B = 1_000_000, 3_000_000, 2_000, 16

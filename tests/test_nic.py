@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from bench.core.errors import UserError
-from bench.launch.nic import (Fabric, fabric_bytes, fabric_of, nic_counters, rdma_ports, route_iface,
+from bench.launch.nic import (Fabric, fabric_bytes, fabric_of, nic_counters, rdma_ports,
                               sysfs_is_mine, total_bytes)
 from tests.conftest import ROOT
 
