@@ -42,8 +42,8 @@ def test_shipped_sweeps_expand_to_their_grids():
         ("alexnet_cifar", 0.0), ("alexnet_cifar", 1.0), ("vgg_cifar", 0.0), ("vgg_cifar", 1.0), ("vgg_cifar", 4.0)]
     # bound-cifar is bound-full's CIFAR part, point for point and in its order (its rows stand beside that file's)
     full, cifar = (load_sweep(str(ROOT / "sweeps" / name)) for name in ("bound-full.toml", "bound-cifar.toml"))
-    assert [p.config for p in cifar.points] == [p.config for p in full.points if p.config.model.endswith("_cifar")]
-    assert [p.cluster for p in cifar.points] == [p.cluster for p in full.points if p.config.model.endswith("_cifar")]
+    assert [(p.config, p.cluster) for p in cifar.points] == [
+        (p.config, p.cluster) for p in full.points if p.config.model.endswith("_cifar")]
     assert len(cifar.points) == 36 and cifar.repeats == full.repeats == 2
 
 
