@@ -45,6 +45,13 @@ def test_shipped_sweeps_expand_to_their_grids():
     assert [(p.config, p.cluster) for p in cifar.points] == [
         (p.config, p.cluster) for p in full.points if p.config.model.endswith("_cifar")]
     assert len(cifar.points) == 36 and cifar.repeats == full.repeats == 2
+    # bound-imagenet is bound-full's ImageNet part less its three slowest cells (the file's header names them)
+    imagenet = load_sweep(str(ROOT / "sweeps" / "bound-imagenet.toml"))
+    rest = [(p.config, p.cluster) for p in full.points if not p.config.model.endswith("_cifar")]
+    assert all((p.config, p.cluster) in rest for p in imagenet.points) and imagenet.repeats == 2
+    assert sorted((c.model, c.strategy, c.workers) for c, _ in rest if (c, _) not in
+                  [(p.config, p.cluster) for p in imagenet.points]) == [
+        ("alexnet", "ps", 4), ("vgg16", "ps", 4), ("vgg16", "ralp", 8)]
 
 
 @pytest.mark.parametrize("text, message", [
