@@ -6,6 +6,7 @@ as a sweep stores them; the model profile is a two-layer toy, so no TensorFlow i
 """
 import json
 
+import pandas as pd
 import pytest
 from matplotlib.image import imread
 
@@ -278,6 +279,63 @@ def test_the_hybrids_pipeline_is_part_of_its_name_in_the_accuracy_table(tmp_path
     assert claim.verdict == "partly holds" and "lost: ralp-hybrid fp16 4 micro-batches" in claim.ours
 
 
+PLANS_RUN = "20261207T100000Z-plans1"
+
+
+def plans_rows(fused=(30.0, 40.0), bucketed=(36.0, 60.0)):
+    """A later run on alexnet_cifar at 2 and 4 workers: Horovod, ralp, the fused hybrid, the bucketed one
+    and the bucketed one with fp16 (fastest, but with a codec the baselines do not have). Every row records
+    the bucket size, as real rows do."""
+    rates = {"horovod": (10.0, 12.0), "ralp": (20.0, 18.0)}
+    rows = [row("alexnet_cifar", w, s, rates[s][i], hybrid_bucket_mb=4.0) for s in rates for i, w in enumerate((2, 4))]
+    for i, w in enumerate((2, 4)):
+        rows += [row("alexnet_cifar", w, "ralp-hybrid", fused[i], hybrid_bucket_mb=0.0,
+                     bound_step_time_s=0.5, step_time_median_s=1.0),
+                 row("alexnet_cifar", w, "ralp-hybrid", bucketed[i], hybrid_bucket_mb=4.0),
+                 row("alexnet_cifar", w, "ralp-hybrid", 99.0, hybrid_bucket_mb=4.0, compression="fp16")]
+    return rows
+
+
+def _titled(report, title):
+    (table,) = [t for t in report.tables if t.title == title]
+    return table
+
+
+def test_claims_a_and_b_are_judged_again_on_later_runs_with_the_familys_best_plan(tmp_path):
+    """The paper run's ralp loses its lead over Horovod (2.0x -> 1.6x: b does not hold); a later run's
+    best codec-free RALP plan (the bucketed hybrid) widens it (3.6x -> 5.0x): side by side, each verdict
+    by the same rule, the plan named, and the bucketed hybrid held against the fused one per cell."""
+    shrinking = [r for r in paper_rows() if not (r["model"] == "vgg16" and r["workers"] == 4
+                                                 and r["strategy"] == "ralp" and r["compression"] == "none")]
+    store = ResultStore(tmp_path)
+    store.write_run(shrinking + [row("vgg16", 4, "ralp", 24.0)], RUN)
+    store.write_run(plans_rows(), PLANS_RUN)
+    everything = store.load(quiet=True)
+    report, _ = paper_report.build(everything[everything["run_id"] == RUN], RUN, profile_for=toy_profile,
+                                   plans=([PLANS_RUN], everything[everything["run_id"] == PLANS_RUN]))
+    assert f"--plans-run {PLANS_RUN}" in report.intro[0]
+    side = _titled(report, f"Claims (a) and (b) with the plans added since (runs `{PLANS_RUN}`)")
+    b = next(r for r in side.rows if r[0] == "b")
+    assert b[3] == "**does not hold**" and b[5] == "**holds**"
+    assert ("best RALP plan/horovod 3.6× at 2 → 5.0× at 4 workers (ralp-hybrid (4 MiB buckets) → ralp-hybrid "
+            "(4 MiB buckets))") in b[4] and "fp16" not in b[4]
+    a = next(r for r in side.rows if r[0] == "a")
+    assert a[5] == "**not measured**" and "no cell with ralp and ps both ok" in a[4]  # the later run has no PS rows
+    best = _titled(report, "The RALP family's best plan per cell (later runs)")
+    assert [r[:4] for r in best.rows] == [["alexnet_cifar", str(w), "scaled to v100-10gbe",
+                                           "ralp-hybrid (4 MiB buckets)"] for w in (2, 4)]
+    assert best.rows[1][5].startswith("1.50× [") and best.rows[1][5].endswith("vs ralp-hybrid")
+    assert best.rows[1][6].startswith("5.00× [") and best.rows[1][6].endswith("vs horovod")
+    # the fused hybrid wins where it is faster, and its own fraction of bound is shown
+    report, _ = paper_report.build(everything[everything["run_id"] == RUN], RUN, profile_for=toy_profile,
+                                   plans=([PLANS_RUN], pd.DataFrame(plans_rows(fused=(40.0, 70.0)))))
+    best = _titled(report, "The RALP family's best plan per cell (later runs)")
+    assert [r[3] for r in best.rows] == ["ralp-hybrid"] * 2 and best.rows[0][5] == "(itself)"
+    assert best.rows[0][7] == "0.50"
+    assert not [t for t in paper_report.build(everything[everything["run_id"] == RUN], RUN,
+                                              profile_for=toy_profile)[0].tables if "added since" in t.title]  # none
+
+
 def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
     store = ResultStore(tmp_path)
     store.write_run([row("alexnet_cifar", w, s, 10.0 * w, scaled_to=None, link_bps=1e9, ps_link_bps=1e9)
@@ -295,6 +353,13 @@ def test_command_writes_the_document_and_refuses_an_unknown_run(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"ralp-bench: error: run {RUN} has no accuracy rows; pass a run of sweeps/paper-accuracy.toml to "
         "--accuracy-run (or leave it out)"]
+    store.write_run(plans_rows(), PLANS_RUN)
+    store.write_run(plans_rows(), PLANS_RUN[:-1] + "2")
+    proc = ralp_bench("paper", "--run", RUN, "--plans-run", PLANS_RUN, "--plans-run", PLANS_RUN[:-1] + "2",
+                      "--results", tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"ralp-bench: error: --plans-run {PLANS_RUN} and {PLANS_RUN[:-1]}2 both measured alexnet_cifar at 2 "
+        "workers; pass one of them"]
 
 
 def test_command_publishes_an_unfinished_run_part_way_and_says_so(tmp_path):

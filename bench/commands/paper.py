@@ -6,7 +6,9 @@ committed run, never from "whatever is stored". A sweep of the paper's size runs
 an unfinished run (rows journaled in results/pending/, not yet stored) may be published part-way
 too: the document then says so in its first line, with how many rows it has and how to resume.
 Claim (e), accuracy, is judged from a second run, on real data (--accuracy-run;
-sweeps/paper-accuracy.toml). An unknown run id, or an accuracy run without accuracy rows, is one line, exit 2. The
+sweeps/paper-accuracy.toml). Claims (a) and (b) are judged again, beside the run's verdicts, on later
+runs with plans the run predates (--plans-run; issue 35's bound sweeps), with the RALP family's best
+plan in each cell standing for RALP. An unknown run id, or an accuracy run without accuracy rows, is one line, exit 2. The
 Markdown goes to --out (default results/paper.md) with its two PNGs beside it; the path written
 goes to stderr.
 """
@@ -27,6 +29,11 @@ def register(subparsers):
     p.add_argument("--accuracy-run", default=None, metavar="ID",
                    help="the committed run on real data that answers claim (e), accuracy (sweeps/paper-accuracy.toml; "
                         "default: the latest stored run with accuracy rows)")
+    p.add_argument("--plans-run", action="append", default=[], metavar="ID",
+                   help="a later committed run with plans the run predates (sweeps/bound-cifar.toml, "
+                        "sweeps/bound-imagenet.toml): claims (a) and (b) are judged again on it with the RALP family's "
+                        "best plan per cell, beside the run's verdicts; repeat for several (no model and worker "
+                        "count in two of them)")
     p.add_argument("--results", default="results", metavar="DIR", help="result store directory (default: results)")
     p.add_argument("--out", default=None, metavar="FILE", help="where to write it (default: <results>/paper.md)")
     p.set_defaults(func=run)
@@ -54,6 +61,22 @@ def run(args):
     if accuracy_id and not len(accuracy[1]):
         raise UserError(f"run {accuracy_id} has no accuracy rows; pass a run of sweeps/paper-accuracy.toml "
                         "to --accuracy-run (or leave it out)")
-    paper_report.write(rows, run_id, out, accuracy=accuracy, unfinished=unfinished)
+    plans = _plans(everything, [store.resolve_run_id(p) for p in args.plans_run])
+    paper_report.write(rows, run_id, out, accuracy=accuracy, unfinished=unfinished, plans=plans)
     print(f"ralp-bench: wrote {out} (run {run_id}{', unfinished' if unfinished else ''})", file=sys.stderr)
     return 0
+
+
+def _plans(everything, run_ids):
+    """(run ids, their rows) for --plans-run; a model and worker count measured by two of them is
+    refused (their calibrations differ, so their rows would not stand in one cell)."""
+    rows = everything[everything["run_id"].isin(run_ids)].reset_index(drop=True)
+    seen = {}
+    for run_id in dict.fromkeys(run_ids):
+        mine = rows[rows["run_id"] == run_id]
+        for cell in sorted(set(zip(mine["model"], mine["workers"]))):
+            if cell in seen:
+                raise UserError(f"--plans-run {seen[cell]} and {run_id} both measured {cell[0]} at {int(cell[1])} "
+                                "workers; pass one of them")
+            seen[cell] = run_id
+    return list(dict.fromkeys(run_ids)), rows
