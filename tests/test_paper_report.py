@@ -377,6 +377,16 @@ def test_command_publishes_an_unfinished_run_part_way_and_says_so(tmp_path):
                                            "are the 2 configurations journaled so far")
     assert f"--resume {open_run}" in text and f"Run `{open_run}`: 2 rows, 2 ok, 0 failed" in text
     assert store.pending_run_ids() == [open_run] and not store.run_ids()  # publishing stores nothing
+    # a later run still being measured can stand beside a committed one, and says it is unfinished
+    store.write_run([row("alexnet_cifar", w, s, 10.0, scaled_to=None, link_bps=1e9, ps_link_bps=1e9)
+                     for w in (2, 4) for s in ("ps", "ralp")], RUN)
+    plans = "20261207T110000Z-open02"
+    store.append_rows(plans, plans_rows())
+    proc = ralp_bench("paper", "--run", RUN, "--plans-run", plans, "--results", tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "paper.md").read_text(encoding="utf-8")
+    assert (f"## Claims (a) and (b) with the plans added since (runs `{plans}` (unfinished: the rows journaled so "
+            "far))") in text and f"--plans-run {plans}`" in text
 
 
 def test_the_zoo_profile_prices_every_strategy_to_1024_workers(claims):

@@ -30,7 +30,7 @@ def register(subparsers):
                    help="the committed run on real data that answers claim (e), accuracy (sweeps/paper-accuracy.toml; "
                         "default: the latest stored run with accuracy rows)")
     p.add_argument("--plans-run", action="append", default=[], metavar="ID",
-                   help="a later committed run with plans the run predates (sweeps/bound-cifar.toml, "
+                   help="a later run (committed, or the full id of an unfinished one) with plans the run predates (sweeps/bound-cifar.toml, "
                         "sweeps/bound-imagenet.toml): claims (a) and (b) are judged again on it with the RALP family's "
                         "best plan per cell, beside the run's verdicts; repeat for several (no model and worker "
                         "count in two of them)")
@@ -61,22 +61,28 @@ def run(args):
     if accuracy_id and not len(accuracy[1]):
         raise UserError(f"run {accuracy_id} has no accuracy rows; pass a run of sweeps/paper-accuracy.toml "
                         "to --accuracy-run (or leave it out)")
-    plans = _plans(everything, [store.resolve_run_id(p) for p in args.plans_run])
+    plans = _plans(store, everything, args.plans_run)
     paper_report.write(rows, run_id, out, accuracy=accuracy, unfinished=unfinished, plans=plans)
     print(f"ralp-bench: wrote {out} (run {run_id}{', unfinished' if unfinished else ''})", file=sys.stderr)
     return 0
 
 
-def _plans(everything, run_ids):
-    """(run ids, their rows) for --plans-run; a model and worker count measured by two of them is
-    refused (their calibrations differ, so their rows would not stand in one cell)."""
-    rows = everything[everything["run_id"].isin(run_ids)].reset_index(drop=True)
+def _plans(store, everything, given):
+    """(run ids, their rows, the unfinished ones) for --plans-run: committed runs, or the full id of one
+    still being measured (its journal, as for --run); a model and worker count measured by two of them
+    is refused (their calibrations differ, so their rows would not stand in one cell)."""
+    import pandas as pd  # lazy: pandas loads only where rows are read or written
+
+    pending = set(store.pending_run_ids())
+    run_ids = list(dict.fromkeys(r if r in pending else store.resolve_run_id(r) for r in given))
+    parts = [pd.DataFrame(store.read_pending(r)) if r in pending else everything[everything["run_id"] == r]
+             for r in run_ids]
     seen = {}
-    for run_id in dict.fromkeys(run_ids):
-        mine = rows[rows["run_id"] == run_id]
+    for run_id, mine in zip(run_ids, parts):
         for cell in sorted(set(zip(mine["model"], mine["workers"]))):
             if cell in seen:
                 raise UserError(f"--plans-run {seen[cell]} and {run_id} both measured {cell[0]} at {int(cell[1])} "
                                 "workers; pass one of them")
             seen[cell] = run_id
-    return list(dict.fromkeys(run_ids)), rows
+    rows = pd.concat(parts, ignore_index=True) if parts else everything.iloc[:0]
+    return run_ids, rows, [r for r in run_ids if r in pending]

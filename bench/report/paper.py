@@ -57,13 +57,13 @@ def _grid(df):
 
 
 def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="paper", unfinished=False,
-          plans=((), None)):
+          plans=((), None, ())):
     """The document for ``df`` (one run's rows) as (Report, figures to draw: [(kind, args)]).
     ``profile_for(model)`` returns a ralp.profile.ModelProfile (default: build the zoo model);
     ``unfinished``: the rows are an open sweep's journal, and the first line says so; ``accuracy``:
     (run id, rows) of the run on real data that answers claim (e) (bench/report/paper_accuracy.py);
-    ``plans``: (run ids, rows) of later runs with plans this run predates (issue 35's bound sweeps),
-    on which claims (a) and (b) are judged again, side by side with this run's verdicts."""
+    ``plans``: (run ids, rows, the unfinished ones) of later runs with plans this run predates (issue 35's
+    bound sweeps), on which claims (a) and (b) are judged again, side by side with this run's verdicts."""
     df, keys, summary, rows, grid = _grid(df)
     claims = judge(grid) + [claim_accuracy(*accuracy)]
     series = extrapolate(grid, profile_for or _zoo_profile)
@@ -114,7 +114,7 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
     return report, figures
 
 
-def _with_new_plans(claims, run_ids, rows):
+def _with_new_plans(claims, run_ids, rows, unfinished=()):
     """Claims (a) and (b) judged again on later runs with the RALP family's best plan per cell
     (paper_claims.ralp_family_best) standing for RALP, beside this run's verdicts; then that plan
     per cell against the fused hybrid this run had and against the best baseline. Nothing without
@@ -122,7 +122,8 @@ def _with_new_plans(claims, run_ids, rows):
     if not run_ids:
         return []
     grid = _grid(rows)[-1]
-    runs = ", ".join(f"`{r}`" for r in run_ids)
+    runs = ", ".join(f"`{r}`" + (" (unfinished: the rows journaled so far)" if r in unfinished else "")
+                     for r in run_ids)
     again = {c.key: c for c in (claim_speedup_over_ps(grid, ralp_family_best),
                                 claim_scaling_over_horovod(grid, ralp_family_best))}
     side = Table(f"Claims (a) and (b) with the plans added since (runs {runs})",
@@ -179,7 +180,7 @@ def _one_launch_caveat(rows):
             "launches, so a 'faster' there can be one launch's luck.")
 
 
-def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinished=False, plans=((), None)):
+def write(df, run_id, out_path, accuracy=(None, None), profile_for=None, unfinished=False, plans=((), None, ())):
     """Write the Markdown to ``out_path`` and its PNGs beside it; return the text."""
     from bench.report import paper_plots  # lazy: matplotlib loads only where a figure is drawn
 
