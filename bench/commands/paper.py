@@ -40,21 +40,13 @@ def register(subparsers):
 
 
 def run(args):
-    import pandas as pd  # lazy: pandas loads only where rows are read or written
-
     from bench.report import paper as paper_report  # lazy: pandas loads only where rows are read or written
     from bench.report.paper_accuracy import accuracy_run  # lazy: pandas loads only where rows are read or written
     from bench.store.results import ResultStore  # lazy: pandas loads only where rows are read or written
 
     store = ResultStore(args.results)
     everything = store.load(quiet=True)
-    unfinished = args.run in store.pending_run_ids()
-    if unfinished:
-        run_id = args.run
-        rows = pd.DataFrame(store.read_pending(run_id))
-    else:
-        run_id = store.resolve_run_id(args.run)  # UserError (exit 2) naming the stored runs
-        rows = everything[everything["run_id"] == run_id].reset_index(drop=True)
+    run_id, rows, unfinished = _run_rows(store, everything, args.run)
     out = Path(args.out) if args.out else store.root / "paper.md"
     accuracy_id = store.resolve_run_id(args.accuracy_run) if args.accuracy_run else None
     accuracy = accuracy_run(everything, accuracy_id)
@@ -67,22 +59,33 @@ def run(args):
     return 0
 
 
-def _plans(store, everything, given):
-    """(run ids, their rows, the unfinished ones) for --plans-run: committed runs, or the full id of one
-    still being measured (its journal, as for --run); a model and worker count measured by two of them
-    is refused (their calibrations differ, so their rows would not stand in one cell)."""
+def _run_rows(store, everything, given):
+    """(run id, its rows, unfinished?) for a committed run (full id, unique prefix, 'latest', 'previous'; an
+    unknown one is a UserError naming the stored runs) or the full id of one still being measured (its journal)."""
     import pandas as pd  # lazy: pandas loads only where rows are read or written
 
-    pending = set(store.pending_run_ids())
-    run_ids = list(dict.fromkeys(r if r in pending else store.resolve_run_id(r) for r in given))
-    parts = [pd.DataFrame(store.read_pending(r)) if r in pending else everything[everything["run_id"] == r]
-             for r in run_ids]
+    if given in store.pending_run_ids():
+        return given, pd.DataFrame(store.read_pending(given)), True
+    run_id = store.resolve_run_id(given)
+    return run_id, everything[everything["run_id"] == run_id].reset_index(drop=True), False
+
+
+def _plans(store, everything, given):
+    """(run ids, their rows, the unfinished ones) for --plans-run, each read as --run is; a model and worker
+    count measured by two of them is refused (their calibrations differ, so their rows would not stand in one
+    cell)."""
+    import pandas as pd  # lazy: pandas loads only where rows are read or written
+
+    runs = {}
+    for text in given:
+        run_id, rows, unfinished = _run_rows(store, everything, text)
+        runs.setdefault(run_id, (rows, unfinished))
     seen = {}
-    for run_id, mine in zip(run_ids, parts):
+    for run_id, (mine, _) in runs.items():
         for cell in sorted(set(zip(mine["model"], mine["workers"]))):
             if cell in seen:
                 raise UserError(f"--plans-run {seen[cell]} and {run_id} both measured {cell[0]} at {int(cell[1])} "
                                 "workers; pass one of them")
             seen[cell] = run_id
-    rows = pd.concat(parts, ignore_index=True) if parts else everything.iloc[:0]
-    return run_ids, rows, [r for r in run_ids if r in pending]
+    rows = pd.concat([r for r, _ in runs.values()], ignore_index=True) if runs else everything.iloc[:0]
+    return list(runs), rows, [r for r, (_, unfinished) in runs.items() if unfinished]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bench.core.errors import UserError
-from bench.core.strategy_specs import AUTO, SPECS, spec_of, strategy_names
+from bench.core.strategy_specs import AUTO, SPECS, rings_tower, spec_of, strategy_names
 from bench.models.sources import format_shape, get_spec
 from ralp.codec_spec import parse_codec
 from ralp.hardware import load_hardware
@@ -165,8 +165,7 @@ class RunConfig:
         return self.strategy in SPECS and SPECS[self.strategy].priced_as in PIPELINED
 
     def _rings_tower(self) -> bool:
-        """Does the strategy sum its tower's gradients in the in-graph ring (strategies/ralp_hybrid.py)?"""
-        return self.strategy in SPECS and SPECS[self.strategy].priced_as == "ralp-hybrid"
+        return rings_tower(self.strategy)
 
     def colocated(self, strategy: str) -> bool:
         """Does ``strategy`` run with a PS task beside every worker? Only sync PS shards its

@@ -96,6 +96,12 @@ def spec_of(name: str) -> StrategySpec:
         raise UserError(f"unknown strategy {name!r}; valid: {', '.join(strategy_names())}") from None
 
 
+def rings_tower(name) -> bool:
+    """Does the strategy sum its tower's gradients in the in-graph ring (strategies/ralp_hybrid.py), so that
+    --hybrid-bucket-mb applies to it? Read through its spec, so a plugin priced as the hybrid counts too."""
+    return name in SPECS and SPECS[name].priced_as == "ralp-hybrid"
+
+
 def strategy_names():
     """What --strategy accepts: every registered strategy, and auto."""
     return tuple(SPECS) + (AUTO,)

@@ -16,11 +16,11 @@ from bench.driver.planning import model_profile
 from bench.models.sources import get_spec
 from bench.report.format import Report, Table, fmt_bytes, fmt_key, fmt_rate, to_markdown
 from bench.report.paper_accuracy import accuracy_table, claim_accuracy
-from bench.report.paper_claims import (FAILS, HOLDS, NOT_MEASURED, PARTLY, best_of, build_grid,
+from bench.report.paper_claims import (FAILS, HOLDS, NOT_MEASURED, PARTLY, UNSPLIT, best_of, build_grid,
                                        claim_scaling_over_horovod, claim_speedup_over_ps, judge, ralp_family_best,
                                        speedup)
 from bench.report.paper_extrapolate import EXTRAPOLATE_TO, SLOPE_TOLERANCE, extrapolate, preset_rate, slope_rows
-from bench.report.summary import PS_LAYOUTS, config_keys, display_strategies, summarize, with_bounds
+from bench.report.summary import config_keys, display_strategies, summarize, with_bounds
 from bench.report.tables import (ONE_LAUNCH, auto_table, bound_table, failure_table, fraction_of_bound, health_table,
                                  prediction_table, scaling_table, shown_rate, throughput_table)
 from bench.store.results import coerce_frame, is_missing
@@ -48,12 +48,12 @@ def setting_namer(keys):
 
 
 def _grid(df):
-    """(rows with bounds and display names, config keys, summary, the summary with ROW_KEYS, grid) of one run's
+    """(rows with bounds and display names, config keys, their summary with ROW_KEYS, the grid) of one run's
     or several runs' rows."""
     df = display_strategies(with_bounds(coerce_frame(df)))
     keys = config_keys(df, include_run=False)
     rows = summarize(df, keys + [k for k in ROW_KEYS if k not in keys])
-    return df, keys, summarize(df, keys), rows, build_grid(rows, setting_namer(keys))
+    return df, keys, rows, build_grid(rows, setting_namer(keys))
 
 
 def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="paper", unfinished=False,
@@ -64,7 +64,8 @@ def build(df, run_id, accuracy=(None, None), profile_for=None, figure_prefix="pa
     (run id, rows) of the run on real data that answers claim (e) (bench/report/paper_accuracy.py);
     ``plans``: (run ids, rows, the unfinished ones) of later runs with plans this run predates (issue 35's
     bound sweeps), on which claims (a) and (b) are judged again, side by side with this run's verdicts."""
-    df, keys, summary, rows, grid = _grid(df)
+    df, keys, rows, grid = _grid(df)
+    summary = summarize(df, keys)
     claims = judge(grid) + [claim_accuracy(*accuracy)]
     series = extrapolate(grid, profile_for or _zoo_profile)
     ok, noisy = int((df["status"] == "ok").sum()), int((df["status"] == "noisy").sum())
@@ -147,7 +148,7 @@ def _best_plan_table(grid):
         name = ralp_family_best(rows)
         if not name:
             continue
-        base = best_of(rows, ("horovod",) + PS_LAYOUTS)
+        base = best_of(rows, UNSPLIT)
         fraction = fraction_of_bound(rows[name])
         body.append([cell.model, str(cell.workers), cell.setting, name, f"{shown_rate(rows[name]):.3g}",
                      _ratio_text(rows, name, "ralp-hybrid"), _ratio_text(rows, name, base),

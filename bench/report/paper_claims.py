@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from bench.core.stats import speedup_ci, step_count
-from bench.core.strategy_specs import SPECS
+from bench.core.strategy_specs import SPECS, rings_tower
 from bench.report.summary import PS_LAYOUTS
 from bench.report.tables import fraction_of_bound, shown_rate
 from bench.store.results import is_missing
@@ -76,9 +76,9 @@ def row_name(row) -> str:
     micro = row.get("micro_batches")
     name = name if is_missing(micro) or int(micro) <= 1 else f"{name} {int(micro)} micro-batches"
     buckets = row.get("hybrid_bucket_mb")  # recorded on every row; only a strategy that rings its tower uses it
-    rings = row.get("strategy") in SPECS and SPECS[row["strategy"]].priced_as == "ralp-hybrid"
-    return name if not rings or is_missing(buckets) or not float(buckets) > 0 else \
-        f"{name} ({float(buckets):g} MiB buckets)"
+    if not rings_tower(row.get("strategy")) or is_missing(buckets) or not float(buckets) > 0:
+        return name
+    return f"{name} ({float(buckets):g} MiB buckets)"
 
 
 def _codec_free(row) -> bool:
@@ -205,11 +205,12 @@ def claim_scaling_over_horovod(grid: Grid, subject: Subject = paper_ralp) -> Cla
 
 def _subject_series(grid, model, setting, subject):
     """(workers, the cell's rows, the subject's name) across worker counts, fewest first, where the cell has one."""
-    cells = sorted((c.workers, rows) for c, rows in grid.cells.items() if (c.model, c.setting) == (model, setting))
-    return [(w, rows, subject(rows)) for w, rows in cells if subject(rows)]
+    cells = sorted(((c.workers, rows, subject(rows)) for c, rows in grid.cells.items()
+                    if (c.model, c.setting) == (model, setting)), key=lambda cell: cell[0])
+    return [cell for cell in cells if cell[2]]
 
 
-def _of_bound(grid, model, setting, workers, name="ralp") -> str:
+def _of_bound(grid, model, setting, workers, name) -> str:
     """How close RALP's row and horovod came to their plans' bounds in a cell (bench/report/tables.py
     ``fraction_of_bound``): a verdict on the method should not rest on one implementation's slack,
     so the reader sees it beside the speedup; empty where neither row has a bound."""
@@ -219,7 +220,7 @@ def _of_bound(grid, model, setting, workers, name="ralp") -> str:
     return f" (fraction of bound: {', '.join(shown)})" if shown else ""
 
 
-def _bytes_ratio(grid, model, setting, workers, name="ralp") -> str:
+def _bytes_ratio(grid, model, setting, workers, name) -> str:
     rows = grid.cells.get(Cell(model, workers, setting), {})
     mine, theirs = (rows.get(n, {}).get("bytes_worker_measured") for n in (name, "horovod"))
     if is_missing(mine) or is_missing(theirs) or not theirs:
