@@ -139,6 +139,11 @@ def test_a_rank_whose_death_mpirun_did_not_report_is_named_from_the_chiefs_error
     assert diagnose(chief + lost, RankLayout(2, 2, colocated=True)).startswith("rank 4 (worker 1) is gone")
     assert diagnose(chief + lost, RankLayout(1, 1)).startswith("mpirun failed: ")
     assert diagnose(chief + lost, RankLayout(2, 1, tf=False)).startswith("mpirun failed: ")
+    # the chief's failed call, then its own abort of the job: the vanished task is still the cause
+    aborted = ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\n")
+    reset = chief.replace("failed to connect to all addresses", "Connection reset by peer")
+    assert diagnose(reset + aborted, RankLayout(2, 1)) == (
+        "rank 3 (worker 1) is gone: TensorFlow could not reach it (Connection reset by peer)")
 
 
 def test_gloo_waits_as_long_as_the_harness_watchdog():

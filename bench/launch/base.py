@@ -163,6 +163,15 @@ def diagnose(output: str, layout: RankLayout) -> str:
     if ours:
         m = _ABORT.search(output)
         return (f"{layout.describe(int(m.group(1)))}: " if m else "") + ours[0]
+    m = _UNREACHABLE.search(output) if layout.tf else None
+    rank = layout.rank_of(m.group(2), int(m.group(3))) if m else None
+    if rank is not None:
+        # mpirun's own notice of a dead rank is sometimes lost (Open MPI 4.1 prints "ORTE_ERROR_LOG:
+        # Data unpack had inadequate space ... show_help.c" in its place); the chief's failed call
+        # to the task that vanished still names it, and that task, not the chief whose call failed
+        # and which then aborted the job, is the cause (found: a killed worker reported as the chief's
+        # "Connection reset by peer").
+        return f"{layout.describe(rank)} is gone: TensorFlow could not reach it ({m.group(1).strip()[:200]})"
     m = _ABORT.search(output)
     raised = _RAISED.findall(output)
     if m and raised:  # a rank's uncaught exception, then bench.run's abort of the job
@@ -176,13 +185,6 @@ def diagnose(output: str, layout: RankLayout) -> str:
             last = f"{last} {cause[0].strip()[:200]}".strip()
         return (f"{layout.describe(int(m.group(1)))} exited with code {m.group(2)}"
                 + (f"; last error: {last}" if last else ""))
-    m = _UNREACHABLE.search(output) if layout.tf else None
-    rank = layout.rank_of(m.group(2), int(m.group(3))) if m else None
-    if rank is not None:
-        # mpirun's own notice of a dead rank is sometimes lost (Open MPI 4.1 prints "ORTE_ERROR_LOG:
-        # Data unpack had inadequate space ... show_help.c" in its place); the chief's failed call
-        # to the task that vanished still names it.
-        return f"{layout.describe(rank)} is gone: TensorFlow could not reach it ({m.group(1).strip()[:200]})"
     tail = [line for line in output.splitlines() if line.strip()][-3:]
     return "mpirun failed: " + " | ".join(tail)
 
