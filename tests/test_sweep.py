@@ -200,6 +200,49 @@ def test_resume_can_retry_the_points_whose_row_failed(cli, tmp_path):
     assert proc.returncode == 2 and "--retry-failed goes with --resume" in proc.stderr
 
 
+def test_resume_tells_apart_points_that_differ_only_where_rows_cannot(tmp_path):
+    """A journaled row stands for the point the sweep file asked for (its digest), not for the row's
+    columns: the fused, the bucketed and the auto-bucketed hybrid (a row records the size the plan
+    chose) and two Horovod fusion buffers (no row column) are five points, and a journal holding one
+    of them leaves the others to run. Found resuming bound-imagenet, whose 20 rows read as 16 points.
+    An older journal (rows without ``sweep_point``) still resumes by its columns, bucket size now
+    among them."""
+    import argparse
+
+    from bench.commands.sweep import _Journal
+    from bench.driver.harness import failed_row
+    from bench.store.results import ResultStore
+
+    text = """[defaults]
+model = "lenet_mnist"
+dataset = "synthetic"
+[[grid]]
+strategy = "ralp-hybrid"
+hybrid_bucket_mb = [0.0, 4.0, "auto"]
+[[grid]]
+strategy = "horovod"
+horovod_fusion_mb = [0.0, 32.0]
+"""
+    points = load_sweep(_write(tmp_path, text)).points
+    digests = [p.digest() for p in points]
+    assert len(set(digests)) == 5
+    assert digests == [p.digest() for p in load_sweep(_write(tmp_path, text)).points]  # the same file, the same
+
+    def journal(run_id, rows):
+        ResultStore(tmp_path / "results").append_rows(run_id, rows)
+        return _Journal(argparse.Namespace(no_store=False, results=str(tmp_path / "results"), resume=run_id,
+                                           retry_failed=False))
+
+    def row(point, digest):
+        return {**failed_row(point.config, "", {}), "status": "ok", "repeat": 0, "sweep_point": digest}
+
+    done = journal("20260101T000000Z-aaaaaa", [row(points[1], digests[1]), row(points[4], digests[4])])
+    assert [done.has(d, p.config, {}, 0) for d, p in zip(digests, points)] == [False, True, False, False, True]
+    assert not done.has(digests[1], points[1].config, {}, 1)  # the next repeat of the same point
+    legacy = journal("20260101T000000Z-bbbbbb", [row(points[0], None)])
+    assert [legacy.has(d, p.config, {}, 0) for d, p in zip(digests[:2], points[:2])] == [True, False]
+
+
 def test_a_point_measured_under_cpu_steal_is_measured_again(tmp_path, monkeypatch):
     """max_steal: a row measured while the hypervisor took more of the VM's CPU is kept as
     "noisy" (never in a median) and the point measured again, at most STEAL_TRIES times; the

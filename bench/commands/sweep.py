@@ -23,10 +23,12 @@ from bench.driver.progress import RunProgress
 from bench.driver.sweep import load_sweep
 from bench.launch.cpu_steal import STEAL_TRIES, measure_quietly
 
-# A journaled row stands for the sweep point with the same values of these fields.
-POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "workers", "ps", "ps_placement", "strategy",
-                "compression", "steps",
-                "warmup_steps", "target_accuracy", "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "repeat")
+# A journaled row written before rows carried their sweep point (``sweep_point``) stands for the point
+# with the same values of these fields (the Horovod knobs are not among them: such journals cannot tell
+# points apart that differ only there).
+LEGACY_POINT_FIELDS = ("model", "dataset", "batch_size", "micro_batches", "hybrid_bucket_mb", "workers", "ps",
+                       "ps_placement", "strategy", "compression", "steps", "warmup_steps", "target_accuracy",
+                       "cluster_mode", "link_bps", "ps_link_bps", "scaled_to", "cpus_per_host", "repeat")
 
 
 def register(subparsers):
@@ -145,26 +147,26 @@ def _run_points(sweep, args, journal, progress):
         launcher = _launcher_or_failed_rows(cluster_args, group, journal, progress)
         if launcher is None:
             continue
+        # each point's digest as asked, then its configuration as this cluster settles it
+        settled = [(point.digest(), apply_cluster(point.config, launcher)) for point in group]
         todo = []
-        for point in group:
-            point.config = apply_cluster(point.config, launcher)
         # Repeats interleaved (A B C A B C), so drift over the sweep hits every point alike.
         for repeat in range(sweep.repeats):
-            for point in group:
-                if journal.has(point.config, launcher.cluster_fields(), repeat):
-                    progress.skipped(point.config)
+            for digest, cfg in settled:
+                if journal.has(digest, cfg, launcher.cluster_fields(), repeat):
+                    progress.skipped(cfg)
                 else:
-                    todo.append((repeat, point))
+                    todo.append((repeat, digest, cfg))
         if not todo:
             continue
         with launcher:
-            for repeat, point in todo:
-                row = _measure(point.config, launcher, progress, args, repeat, sweep.max_steal, journal)
+            for repeat, digest, cfg in todo:
+                row = _measure(cfg, launcher, progress, args, repeat, sweep.max_steal, journal, digest)
                 journal.add(row)
-                progress.finished(point.config, row)
+                progress.finished(cfg, row)
 
 
-def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
+def _measure(cfg, launcher, progress, args, repeat, max_steal, journal, digest=None):
     """One point's row, measured again while its CPU steal exceeds ``max_steal``
     (bench/launch/cpu_steal.py); each superseded row is journaled with status "noisy", out of every median."""
     def superseded(row, steal, attempt):
@@ -173,7 +175,8 @@ def _measure(cfg, launcher, progress, args, repeat, max_steal, journal):
         progress.note(cfg, f"{reason}: measuring again")
 
     row, _ = measure_quietly(
-        lambda: {**run_one(cfg, launcher, on_progress=progress.callback(cfg), echo=args.verbose), "repeat": repeat},
+        lambda: {**run_one(cfg, launcher, on_progress=progress.callback(cfg), echo=args.verbose), "repeat": repeat,
+                 "sweep_point": digest},
         max_steal, superseded, steal_of=lambda r: r.get("cpu_steal") if r["status"] == "ok" else None)
     return row
 
@@ -207,10 +210,15 @@ class _Journal:
 
     @staticmethod
     def key(row):
-        return tuple(None if row.get(k) is None else str(row[k]) for k in POINT_FIELDS)
+        """The point and repeat a journaled row stands for: its ``sweep_point``, or in an older journal
+        the values of LEGACY_POINT_FIELDS."""
+        if row.get("sweep_point"):
+            return row["sweep_point"], str(row.get("repeat"))
+        return tuple(None if row.get(k) is None else str(row[k]) for k in LEGACY_POINT_FIELDS)
 
-    def has(self, cfg, cluster_fields, repeat=0):
-        return self.key({**failed_row(cfg, "", cluster_fields), "repeat": repeat}) in self.done
+    def has(self, digest, cfg, cluster_fields, repeat=0):
+        legacy = self.key({**failed_row(cfg, "", cluster_fields), "repeat": repeat})
+        return (digest, str(repeat)) in self.done or legacy in self.done
 
     def add(self, row):
         row = {**row, **self.env, "run_id": self.run_id}

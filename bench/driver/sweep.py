@@ -21,7 +21,9 @@ A path that names no file falls back to the sweep files shipped with the code (`
 such a sweep names (``examples/custom_cnn.py:build``) is then read from the shipped copy too.
 """
 import dataclasses
+import hashlib
 import itertools
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -46,6 +48,16 @@ class SweepPoint:
     def cluster_key(self):
         c = self.config
         return (c.workers, c.ps) + tuple(sorted((k, str(v)) for k, v in self.cluster.items()))
+
+    def digest(self) -> str:
+        """This point as the sweep file asked for it: every setting and cluster key, hashed. A
+        journaled row carries it (``sweep_point``), so a resumed sweep skips exactly the points it
+        measured. Why not the row's own columns: a row records a setting's resolved value (an auto
+        bucket size as the plan chose it) and not every knob a grid may vary (Horovod's fusion
+        buffer), so two points differing only there looked like one. Taken before the cluster
+        settles the configuration: a link rate measured on real hosts may differ between runs."""
+        asked = {"config": dataclasses.asdict(self.config), "cluster": self.cluster}
+        return hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass

@@ -35,6 +35,9 @@ FIELD_TYPES = {
     "batch_size": _INT, "micro_batches": _INT, "hybrid_bucket_mb": _FLOAT, "global_batch": _INT, "workers": _INT,
     "ps": _INT, "ps_placement": _STR, "strategy": _STR, "plan": _STR, "cut_layer": _STR, "compression": _STR,
     "steps": _INT, "warmup_steps": _INT, "repeat": _INT, "timed_steps": _INT, "target_ci": _FLOAT,
+    # the sweep point the row measured (bench/driver/sweep.py SweepPoint.digest), so a resumed sweep runs exactly the
+    # points it lacks; added in schema v1: single runs and older journals leave it empty
+    "sweep_point": _STR,
     "images_per_sec": _FLOAT, "step_time_median_s": _FLOAT, "step_time_p10_s": _FLOAT,
     "step_time_p90_s": _FLOAT,
     "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
