@@ -7,10 +7,26 @@ layers after it once on the PS. Both halves must share the original layer object
 the model inputs to the cut tensor; the head is rebuilt by re-calling, on a new
 Input, every layer after the cut in topological order, following the graph.
 """
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ralp.errors import UserError
 from ralp.profile import _ensure_graph, graph_nodes, profile_model
+
+
+def layer_chain(model) -> Optional[List]:
+    """``model``'s layers in call order if each takes exactly the previous one's single output (a
+    chain from its one input to its one output, as every head after a cut in this suite), else None.
+    Why: a chain's backward can be taken one layer at a time (strategies/ralp_placement.py orders the
+    head's input gradient before its weight gradients); a branching head is differentiated whole."""
+    if len(model.inputs) != 1 or len(model.outputs) != 1:
+        return None
+    nodes = [n for n in graph_nodes(model) if not n.is_input]
+    previous = str(id(model.inputs[0]))
+    for node in nodes:
+        if list(node.flat_input_ids) != [previous] or len(node.flat_output_ids) != 1:
+            return None
+        previous = node.flat_output_ids[0]
+    return [n.layer for n in nodes] if previous == str(id(model.outputs[0])) else None
 
 
 def _head_nodes(model, cut_node):
