@@ -383,3 +383,44 @@ def test_bucketed_rings_are_priced_under_the_backward():
     for mb in (1, 0.25):
         assert step[0].step_time_s - ring <= step[mb].step_time_s < step[0].step_time_s
         assert step[mb].breakdown["backward_and_push_s"] >= step[mb].breakdown["worker_backward_s"]
+
+
+def test_the_heads_weight_gradients_wait_for_its_input_gradient():
+    """The PS's order (strategies/ralp_placement.py ``chain_backward``): the gradient of the head's
+    input, which the workers wait for, comes first, and every weight gradient of the head waits
+    for it (a control edge; without it the executor runs both at once on the PS's cores); the
+    gradients equal the tape's over the whole head, bit for bit. A head that branches is no chain
+    (it is differentiated whole)."""
+    import tensorflow as tf
+
+    from ralp.cut import layer_chain, split_model
+    from strategies.base import loss_fn
+    from strategies.ralp_placement import chain_backward
+    from tests.bn_head_model import build
+
+    _, head = split_model(build(), "flatten")
+    layers = layer_chain(head)
+    assert [layer.name for layer in layers] == ["fc1", "fc1_bn", "logits"]
+    variables = head.trainable_variables
+    x = tf.random.stateless_normal([4, int(head.inputs[0].shape[1])], seed=[1, 2])
+    y = tf.constant([0, 3, 7, 9])
+    traced = tf.function(lambda: chain_backward(layers, x, y, variables)).get_concrete_function()
+    made = [out.op.inputs[0].op if out.op.type == "Identity" else out.op for out in traced.outputs]
+    input_gradient, weight_gradients = made[-1], made[1:-1]
+    assert len(weight_gradients) == len(variables) == 6
+    assert all(input_gradient in _ancestors([op]) for op in weight_gradients)
+
+    loss, grads, x_grad = chain_backward(layers, x, y, variables)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        whole = loss_fn(y, head(x, training=True))
+    expected, expected_x = tape.gradient(whole, [variables, x])
+    np.testing.assert_array_equal(loss.numpy(), whole.numpy())
+    np.testing.assert_array_equal(x_grad.numpy(), expected_x.numpy())
+    for a, b in zip(grads, expected):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+    inputs = tf.keras.Input((8,))
+    first = tf.keras.layers.Dense(8)(inputs)
+    branching = tf.keras.Model(inputs, tf.keras.layers.Add()([first, tf.keras.layers.Dense(8)(first)]))
+    assert layer_chain(branching) is None
