@@ -100,8 +100,8 @@ class RunConfig:
     data_dir: Optional[str] = setting(None, "directory with the data set's files (cifar10, imagenet)")
     cut: Optional[str] = setting(None, "ralp: layer after which to split (default: the analyzer's choice)")
     compression: str = setting("none", "none | fp16 | int8 | topk:FRACTION | auto (the analyzer picks)", row=True)
-    intra_threads: Optional[int] = setting(None, "TF intra-op threads per rank (default: from cores)")
-    inter_threads: Optional[int] = setting(None, "TF inter-op threads per rank")
+    intra_threads: Optional[int] = setting(None, "TF intra-op threads per rank (default: from cores)", row=True)
+    inter_threads: Optional[int] = setting(None, "TF inter-op threads per rank (default 2)", row=True)
     step_timeout: float = setting(120.0, "seconds a step may take before the run is declared hung")
     train_to_accuracy: Optional[float] = setting(None, "stop when held-out top-1 reaches this",
                                                  row="target_accuracy")

@@ -38,6 +38,9 @@ FIELD_TYPES = {
     # the sweep point the row measured (bench/driver/sweep.py SweepPoint.digest), so a resumed sweep runs exactly the
     # points it lacks; added in schema v1: single runs and older journals leave it empty
     "sweep_point": _STR,
+    # TF's thread pools per rank as set (--intra-threads, --inter-threads; empty: the defaults, bench/rank/tf_cluster.py
+    # thread_counts); added in schema v1 after run 20261207T175500Z-167ffd, whose last row ran 4 inter-op threads
+    "intra_threads": _INT, "inter_threads": _INT,
     "images_per_sec": _FLOAT, "step_time_median_s": _FLOAT, "step_time_p10_s": _FLOAT,
     "step_time_p90_s": _FLOAT,
     "bytes_ps_measured": _FLOAT, "bytes_ps_predicted": _FLOAT,
