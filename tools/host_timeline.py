@@ -12,8 +12,8 @@ window's seconds by which resources were busy.
     python tools/host_timeline.py plot OUT.jsonl --cap CORES --link MBIT [--window T0 T1] [--ps h0]
         (OUT.png beside it; times in seconds since the first sample)
 
-Run as root beside a sweep or run (`ralp-bench sweep ...` keeps one cluster for all its launches).
-Sampling costs well under 1% of one core at DT 0.25 s. Results/bound.md's 8-worker breakdown came
+Run as root with the project's Python (it reads the cluster through bench/launch/), beside a sweep
+or run (`ralp-bench sweep ...` keeps one cluster for all its launches). Sampling costs well under 1% of one core at DT 0.25 s. Results/bound.md's 8-worker breakdown came
 from it.
 """
 import argparse
@@ -25,26 +25,21 @@ import time
 import warnings
 from collections import Counter
 
-NETNS_DIR = "/var/run/netns"
-CPU_CGROUPS = "/sys/fs/cgroup/cpu"  # cgroup v1, as bench/launch/cgroups.py creates them here
+from bench.launch import cgroups, netns, nic
+
+NETNS_DIR = "/var/run/netns"  # where `ip netns` keeps the namespaces it names
 CLONE_NEWNET = 0x40000000
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cluster(name):
-    for entry in sorted(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else []:
-        if entry.endswith("-sw") and (name is None or entry == f"{name}-sw"):
-            return entry[:-3]
-    return None
+    switches = sorted(ns[:-3] for ns in netns.netns_list() if ns.endswith("-sw"))
+    return next((c for c in switches if name in (None, c)), None)
 
 
 def _cpu_ticks(group):
     total = 0
-    try:
-        pids = open(os.path.join(group, "cgroup.procs")).read().split()
-    except OSError:
-        return None
-    for pid in pids:
+    for pid in cgroups.pids_in(group):
         try:
             fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime (all threads)
@@ -59,18 +54,14 @@ def record(out, dt, name):
     fd = os.open(os.path.join(NETNS_DIR, f"{cluster}-sw"), os.O_RDONLY)
     if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
         sys.exit(f"host_timeline: error: cannot enter {cluster}-sw (errno {ctypes.get_errno()}); run as root")
-    prefix = f"ralp-bench-{cluster}-"
-    groups = {g[len(prefix):]: os.path.join(CPU_CGROUPS, g) for g in os.listdir(CPU_CGROUPS) if g.startswith(prefix)}
+    groups = {os.path.basename(g).rsplit("-", 1)[1]: g for g in cgroups.groups_of(cluster)}
     print(f"recording {cluster}: {len(groups)} hosts every {dt} s into {out}", file=sys.stderr)
     with open(out, "w") as f:
         try:
             while os.path.exists(os.path.join(NETNS_DIR, f"{cluster}-sw")):
                 t = time.time()
-                ports = {}
-                for line in open("/proc/self/net/dev").read().splitlines()[2:]:
-                    port, counters = line.split(":", 1)
-                    c = counters.split()
-                    ports[port.strip()] = (int(c[0]), int(c[8]))  # switch port rx = host's upload
+                # a switch port's (tx, rx) is its host's (download, upload); stored as (upload, download)
+                ports = {port: (rx, tx) for port, (tx, rx) in nic.interface_bytes().items()}
                 f.write(json.dumps({"t": t, "hosts": {h: {"ticks": _cpu_ticks(g), "net": ports.get(h)}
                                                        for h, g in groups.items()}}) + "\n")
                 f.flush()
