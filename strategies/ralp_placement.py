@@ -84,7 +84,7 @@ class LayerPlacement(InGraphStrategy):
             joined = tf.concat(received, axis=0)
             labels = tf.concat(labels, axis=0)
             layers = layer_chain(self.head)
-            if layers is not None and _owned(layers, head_vars):
+            if layers is not None:
                 loss, head_grads, joined_grad = chain_backward(layers, joined, labels, head_vars)
             else:
                 with tf.GradientTape() as head_tape:
@@ -126,9 +126,3 @@ def chain_backward(layers, x, labels, variables):
             if own:
                 grads.update(zip(map(id, own), tape.gradient(outputs[i + 1], own, output_gradients=upstream[i + 1])))
     return loss, [grads[id(v)] for v in variables], upstream[0]
-
-
-def _owned(layers, variables) -> bool:
-    """Whether every variable belongs to one of ``layers`` (so ``chain_backward`` finds its gradient)."""
-    owned = {id(v) for layer in layers for v in layer.trainable_variables}
-    return all(id(v) in owned for v in variables)
