@@ -41,7 +41,7 @@ class HorovodAllreduce(Strategy):
         self.model = get_model(cfg.model_spec(), seed=cfg.seed)
         variables = self.model.trainable_variables
         self.optimizer = MomentumSGD(variables, cfg.learning_rate, cfg.momentum)
-        hvd.broadcast_variables(self.model.variables + self.optimizer.slots, root_rank=0)
+        hvd.broadcast_variables(self.model.variables, root_rank=0)  # the slots start at zero everywhere
         exchange = GradientExchange(hvd, cfg.compression)
 
         @tf.function

@@ -162,6 +162,26 @@ def test_gloo_waits_as_long_as_the_harness_watchdog():
     assert gloo_timeout_s(window(120.0, 0)) > fc6_bytes * 8 / link_bps > 30
 
 
+def test_a_setup_that_broadcasts_the_model_may_take_the_broadcast():
+    """Run 20261207T193259Z-4166d6 (tuned Horovod, VGG-16 at 8 workers, 29.7 Mbit/s links, --step-timeout
+    900) failed in setup: Gloo's binomial-tree broadcast puts ceil(log2 8) = 3 copies of what it sends on
+    rank 0's link. Without the momentum slots (zero everywhere, no longer sent) that is 3 x 553 MB, ~450 s
+    at line rate; the setup window now adds the broadcast's share to the start-up's, here and in the
+    driver's deadline, and only for strategies that broadcast."""
+    from bench.core.config import RunConfig
+    from bench.driver.harness import deadline_for
+
+    vgg16_bytes, link_bps, predicted_step_s = 138_357_544 * 4, 29.7e6, 284.7
+    broadcast_s = 3 * vgg16_bytes * 8 / link_bps
+    horovod = RunConfig(strategy="horovod", workers=8, step_timeout=predicted_step_s)
+    assert horovod.setup_window_s > 300 + broadcast_s                  # start-up and the broadcast
+    assert RunConfig(strategy="horovod", workers=8, step_timeout=900.0).setup_window_s > 900 + broadcast_s
+    assert RunConfig(strategy="ralp", workers=8, step_timeout=900.0).setup_window_s == 900.0
+    assert RunConfig(strategy="horovod", workers=1, step_timeout=900.0).setup_window_s == 900.0
+    ralp = RunConfig(strategy="ralp", workers=8, step_timeout=predicted_step_s)
+    assert deadline_for(horovod) - deadline_for(ralp) == pytest.approx(horovod.broadcast_window_s)
+
+
 def test_verbose_echo_says_when_each_rank_reached_each_phase(capsys):
     """--verbose: every rank's output, and each start-up phase with the seconds since launch,
     so a slow start shows where it goes (TF import under a host's CPU cap, tracing, ...)."""

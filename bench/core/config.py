@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import ipaddress
 import json
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -187,9 +188,27 @@ class RunConfig:
         return (self.max_steps or 10 * self.steps) if self.target_ci is not None else self.steps
 
     @property
+    def broadcast_window_s(self) -> float:
+        """How much longer than its start-up work a rank's setup may take when it broadcasts the
+        model from rank 0 (bench/rank/trainer.py arms the setup with --step-timeout plus this).
+        Gloo's and MPI's large-message broadcast is a binomial tree: the root's link carries
+        ceil(log2 N) copies of the model where a ring all-reduce step carries 2(N-1)/N, so the
+        broadcast may take that many steps' worth of --step-timeout (VGG-16 at 8 workers on
+        29.7 Mbit/s links: 3 x 553 MB, about 450 s, against a 285 s step)."""
+        n = self.workers
+        if n < 2 or not (self.strategy == AUTO or spec_of(self.strategy).broadcasts_model):
+            return 0.0
+        return self.step_timeout * math.ceil(math.log2(n)) * n / (2 * (n - 1))
+
+    @property
+    def setup_window_s(self) -> float:
+        """How long a rank's setup may take before the run is declared hung."""
+        return max(300.0, self.step_timeout) + self.broadcast_window_s
+
+    @property
     def warmup_window_s(self) -> float:
-        """How long the warm-up may take before the run is declared hung: the watchdog's longest
-        window (bench/rank/trainer.py; the first call traces, Horovod broadcasts the variables)."""
+        """How long the warm-up may take before the run is declared hung (bench/rank/trainer.py;
+        the first call traces the step)."""
         return self.step_timeout * (self.warmup_steps + 2)
 
     @property

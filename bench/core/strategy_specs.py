@@ -30,6 +30,7 @@ class StrategySpec:
     colocatable: bool = False        # --ps-placement colocated applies (a PS task on every worker host)
     link_pattern: Optional[str] = None  # its traffic's shape, probed on emulated links (bench/launch/link_probe.py)
     splits: bool = False             # runs the model split at a cut (the analyzer's, or --cut)
+    broadcasts_model: bool = False   # its setup sends the model from rank 0 to every rank (bench/core/config.py)
     label: str = ""                  # its short name in tables and legends ("": the name itself)
 
     def __post_init__(self):
@@ -67,7 +68,8 @@ for _spec in (
                  "asynchronous parameter server (ParameterServerStrategy)", "#ff7f0e", codecs=False,
                  link_pattern="fan-in", label="async PS"),
     StrategySpec("horovod", "strategies.horovod:HorovodAllreduce", "workers", "Horovod ring all-reduce",
-                 "#1f77b4", priced_as="horovod", link_pattern="all-reduce", label="Horovod (ring)"),
+                 "#1f77b4", priced_as="horovod", link_pattern="all-reduce", broadcasts_model=True,
+                 label="Horovod (ring)"),
     StrategySpec("ralp", "strategies.ralp_placement:LayerPlacement", "tf", "FC layers on the PS (RALP)", "#2ca02c",
                  priced_as="ralp", link_pattern="fan-in", splits=True, label="FC-on-PS"),
     StrategySpec("ralp-hybrid", "strategies.ralp_hybrid:HybridPlacement", "tf",

@@ -41,9 +41,10 @@ def rank_argv(cfg: RunConfig, strategy: str, out: Optional[str] = None) -> List[
 
 
 def deadline_for(cfg: RunConfig) -> float:
-    """Start-up (TF import, rendezvous, tracing) plus every step at its timeout."""
+    """Start-up (TF import, rendezvous, tracing, a broadcast of the model) plus every step at its
+    timeout."""
     evals = (cfg.steps // cfg.eval_every + 1) if cfg.eval_every else 0
-    return 240.0 + cfg.step_timeout * (cfg.warmup_steps + cfg.step_limit + evals)
+    return 240.0 + cfg.broadcast_window_s + cfg.step_timeout * (cfg.warmup_steps + cfg.step_limit + evals)
 
 
 def run_one(cfg: RunConfig, launcher: Launcher, on_progress: Optional[Callable] = None,

@@ -52,11 +52,11 @@ def slot_env(addresses: List[str], index: int) -> dict:
             "HOROVOD_HOSTNAME": me}
 
 
-def gloo_timeout_s(warmup_window_s: float) -> int:
-    """Seconds one Gloo operation may take: the harness's warm-up window (RunConfig.warmup_window_s,
-    its watchdog's longest: the broadcast and the first traced step run in it), never below
-    Horovod's own default of 30 s."""
-    return max(30, math.ceil(warmup_window_s))
+def gloo_timeout_s(window_s: float) -> int:
+    """Seconds one Gloo operation may take: the harness watchdog's longest window (the setup's,
+    where the model is broadcast, or the warm-up's, where the first step is traced: RunConfig's
+    setup_window_s and warmup_window_s), never below Horovod's own default of 30 s."""
+    return max(30, math.ceil(window_s))
 
 
 def init_horovod(comm, worker_ranks: List[int], addresses: List[str], ops: str = "gloo", tuning: dict = None,

@@ -111,7 +111,7 @@ def _workers(comm, info, cfg, cls, plan, roles, meter, load_shards, watchdog):
         hvd = init_horovod(comm, worker_ranks, info.addresses, cfg.horovod_ops,
                            tuning_env(cfg.horovod_fusion_mb, cfg.horovod_cycle_ms, cfg.horovod_autotune,
                                       cfg.horovod_hierarchical),
-                           timeout_s=gloo_timeout_s(cfg.warmup_window_s))
+                           timeout_s=gloo_timeout_s(max(cfg.setup_window_s, cfg.warmup_window_s)))
     probe = None
     if hvd is not None and cfg.link_probe_floats:
         phase(rank, "link check (all-reduce)")

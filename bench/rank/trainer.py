@@ -74,7 +74,7 @@ def train(strategy: Strategy, cfg: RunConfig, meter: TrafficMeter, watchdog: Wat
     together: a step's timing, its traffic sample and its evaluation pause share the loop."""
     total = cfg.warmup_steps + cfg.step_limit
     t0 = time.perf_counter()
-    watchdog.arm("setup", timeout_s=max(300.0, cfg.step_timeout))
+    watchdog.arm("setup", timeout_s=cfg.setup_window_s)
     strategy.setup()
     setup_s = time.perf_counter() - t0
     if cfg.warmup_steps:
