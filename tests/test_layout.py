@@ -164,15 +164,16 @@ def test_gloo_waits_as_long_as_the_harness_watchdog():
 
 def test_a_setup_that_broadcasts_the_model_may_take_the_broadcast():
     """Run 20261207T193259Z-4166d6 (tuned Horovod, VGG-16 at 8 workers, 29.7 Mbit/s links, --step-timeout
-    900) failed in setup: Gloo's binomial-tree broadcast puts ceil(log2 8) = 3 copies of what it sends on
-    rank 0's link. Without the momentum slots (zero everywhere, no longer sent) that is 3 x 553 MB, ~450 s
+    900) failed in setup: Gloo's binomial-tree broadcast posts each rank's sends at once, so rank 0's 3
+    copies share its link, then its first child's 2, then 1: 6 copies' time before the last rank has
+    the model. Without the momentum slots (zero everywhere, no longer sent) that is 6 x 553 MB, ~900 s
     at line rate; the setup window now adds the broadcast's share to the start-up's, here and in the
     driver's deadline, and only for strategies that broadcast."""
     from bench.core.config import RunConfig
     from bench.driver.harness import deadline_for
 
     vgg16_bytes, link_bps, predicted_step_s = 138_357_544 * 4, 29.7e6, 284.7
-    broadcast_s = 3 * vgg16_bytes * 8 / link_bps
+    broadcast_s = (3 + 2 + 1) * vgg16_bytes * 8 / link_bps
     horovod = RunConfig(strategy="horovod", workers=8, step_timeout=predicted_step_s)
     assert horovod.setup_window_s > 300 + broadcast_s                  # start-up and the broadcast
     assert RunConfig(strategy="horovod", workers=8, step_timeout=900.0).setup_window_s > 900 + broadcast_s

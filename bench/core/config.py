@@ -191,14 +191,17 @@ class RunConfig:
     def broadcast_window_s(self) -> float:
         """How much longer than its start-up work a rank's setup may take when it broadcasts the
         model from rank 0 (bench/rank/trainer.py arms the setup with --step-timeout plus this).
-        Gloo's and MPI's large-message broadcast is a binomial tree: the root's link carries
-        ceil(log2 N) copies of the model where a ring all-reduce step carries 2(N-1)/N, so the
-        broadcast may take that many steps' worth of --step-timeout (VGG-16 at 8 workers on
-        29.7 Mbit/s links: 3 x 553 MB, about 450 s, against a 285 s step)."""
+        Gloo's broadcast is a binomial tree of d = ceil(log2 N) rounds whose sends a rank posts
+        all at once: rank 0's d copies share its link, then its first child's d-1 copies share
+        that child's, and so on, so the last rank has its copy after d(d+1)/2 copies' time, where
+        a ring all-reduce step carries 2(N-1)/N copies. The broadcast may take that many steps'
+        worth of --step-timeout (VGG-16 at 8 workers on 29.7 Mbit/s links: 6 x 553 MB, about
+        900 s, sampled per host on 2026-12-07, against a 285 s step)."""
         n = self.workers
         if n < 2 or not (self.strategy == AUTO or spec_of(self.strategy).broadcasts_model):
             return 0.0
-        return self.step_timeout * math.ceil(math.log2(n)) * n / (2 * (n - 1))
+        rounds = math.ceil(math.log2(n))
+        return self.step_timeout * rounds * (rounds + 1) / 2 * n / (2 * (n - 1))
 
     @property
     def setup_window_s(self) -> float:
