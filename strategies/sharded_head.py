@@ -165,9 +165,12 @@ class ShardedHead:
 
     def backward(self, logits_grad, saved):
         """Gradients of every sharded variable (``self.variables`` order) and each task's slice of
-        the activations' gradient, from the logits' gradient on task 0."""
+        the activations' gradient, from the logits' gradient on task 0. The activations' gradient
+        comes first: a task's weight gradients wait for its slice of it (a control edge), for the
+        reason ``strategies/ralp_placement.py``'s ``chain_backward`` orders the unsharded head so:
+        the workers wait for it, the weight gradients only feed the PS's own update."""
         S, last = len(self.devices), len(self.layers) - 1
-        grads = {}
+        deferred = []   # per layer: (layer, its per-task inputs, the per-task gradients of its output)
         upstream = None  # per task: the gradient of the layer's output (full or its slice)
         for i in range(last, -1, -1):
             layer = self.layers[i]
@@ -178,19 +181,25 @@ class ShardedHead:
                 else:
                     with tf.device(self.devices[0]):
                         upstream = tf.split(logits_grad, layer.sizes, axis=1)
-            partial_inputs = []
+            dzs, partial_inputs = [], []
             for s, device in enumerate(self.devices):
                 with tf.device(device):
                     dz = upstream[s]
                     if layer.relu:
                         dz = tf.where(outs[s] > 0, dz, tf.zeros_like(dz))
-                    grads[id(layer.kernels[s])] = tf.matmul(inputs[s], dz, transpose_a=True)
-                    if layer.biases[s] is not None:
-                        grads[id(layer.biases[s])] = tf.reduce_sum(dz, axis=0)
+                    dzs.append(dz)
                     partial_inputs.append(tf.matmul(dz, layer.kernels[s], transpose_b=True))
+            deferred.append((layer, inputs, dzs))
             # row-split: each task holds the gradient of its own input slice; column-split: partial
             # sums of the full input's gradient, all-reduced (every task needs it for the layer below)
             upstream = partial_inputs if layer.axis == 0 else self._allreduce(partial_inputs)
+        grads = {}
+        for s, device in enumerate(self.devices):
+            with tf.device(device), tf.control_dependencies([upstream[s]]):
+                for layer, inputs, dzs in deferred:
+                    grads[id(layer.kernels[s])] = tf.matmul(inputs[s], dzs[s], transpose_a=True)
+                    if layer.biases[s] is not None:
+                        grads[id(layer.biases[s])] = tf.reduce_sum(dzs[s], axis=0)
         return [grads[id(v)] for v in self.variables], upstream
 
     def train_pass(self, slices_per_worker, labels, scale: float = 1.0):

@@ -4,6 +4,8 @@ not divide evenly."""
 import numpy as np
 import pytest
 
+from tests.graph_walk import ancestors
+
 
 @pytest.mark.parametrize("workers, length", [(1, 5), (2, 7), (3, 10), (4, 4), (5, 3), (4, 1001)])
 def test_ring_allreduce_sums_on_every_device_identically(workers, length):
@@ -208,18 +210,6 @@ def _graph(strategy):
     return strategy._step.get_concrete_function(specs).graph
 
 
-def _ancestors(ops):
-    """Every op some op in ``ops`` waits for, through data and control edges."""
-    seen, todo = set(), list(ops)
-    while todo:
-        op = todo.pop()
-        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
-            if parent not in seen:
-                seen.add(parent)
-                todo.append(parent)
-    return seen
-
-
 def test_the_last_layers_ring_does_not_wait_for_the_first_layers_gradients():
     """What lets the executor overlap: the ring of bucket 0 (conv2, the last layer) has no path
     from the gradient ops of bucket 1 (conv1, the first layer), data or control; fp16 travels
@@ -231,7 +221,7 @@ def test_the_last_layers_ring_does_not_wait_for_the_first_layers_gradients():
     # what bucket 1's ring reads: conv1's gradients summed over the 2 micro-batches
     feeding_1 = {t.op for op in ring[1] for t in op.inputs if not t.op.name.startswith("ring_bucket")
                  and t.op.type != "Const"}
-    upstream = _ancestors(ring[0])
+    upstream = ancestors(ring[0])
     assert feeding_1 and not upstream & feeding_1
     assert _gradient_ops(ops, "conv1") and not upstream & _gradient_ops(ops, "conv1")
     assert not any(op.name.startswith("ring_bucket1/") for op in upstream)
@@ -241,7 +231,7 @@ def test_the_last_layers_ring_does_not_wait_for_the_first_layers_gradients():
 
     fused, _ = _hybrid(steps=0, hybrid_bucket_mb=0)
     ops = _graph(fused).get_operations()
-    assert _gradient_ops(ops, "conv1") <= _ancestors([op for op in ops if op.name.startswith("ring_bucket0/")])
+    assert _gradient_ops(ops, "conv1") <= ancestors([op for op in ops if op.name.startswith("ring_bucket0/")])
 
 
 def _gradient_ops(ops, layer):
@@ -408,7 +398,7 @@ def test_the_heads_weight_gradients_wait_for_its_input_gradient():
     made = [out.op.inputs[0].op if out.op.type == "Identity" else out.op for out in traced.outputs]
     input_gradient, weight_gradients = made[-1], made[1:-1]
     assert len(weight_gradients) == len(variables) == 6
-    assert all(input_gradient in _ancestors([op]) for op in weight_gradients)
+    assert all(input_gradient in ancestors([op]) for op in weight_gradients)
 
     loss, grads, x_grad = chain_backward(layers, x, y, variables)
     with tf.GradientTape() as tape:

@@ -54,6 +54,34 @@ def test_sharded_head_computes_the_unsharded_gradients(model_name, shards):
     assert max(sharded.in_sizes) - min(sharded.in_sizes) <= 1
 
 
+def test_the_sharded_heads_weight_gradients_wait_for_its_input_gradient():
+    """As the unsharded head orders its backward (tests/test_hybrid.py): on every task, each weight
+    gradient waits for that task's slice of the activations' gradient (a control edge), which the
+    workers wait for; without the edge the executor runs both kinds of matmul at once."""
+    import tensorflow as tf
+
+    from strategies.sharded_head import ShardedHead
+    from tests.graph_walk import ancestors
+
+    tower, head = _head("alexnet_cifar")
+    sharded = ShardedHead(head, ["/cpu:0"] * 2)
+    inputs = sharded.slices(tf.zeros((5,) + tuple(tower.output_shape[1:])))
+
+    def backward():
+        logits, saved = sharded.forward(inputs)
+        return sharded.backward(tf.ones_like(logits), saved)
+
+    traced = tf.function(backward).get_concrete_function()
+    made = [out.op.inputs[0].op if out.op.type == "Identity" else out.op for out in traced.outputs]
+    n = len(sharded.variables)
+    weight_gradients, input_gradient = made[:n], made[n:]
+    assert len(input_gradient) == 2
+    task_of = {id(v): s for layer in sharded.layers for s, pair in enumerate(zip(layer.kernels, layer.biases))
+               for v in pair if v is not None}
+    for variable, op in zip(sharded.variables, weight_gradients):
+        assert input_gradient[task_of[id(variable)]] in ancestors([op]), variable.name
+
+
 def test_a_head_that_is_not_a_dense_chain_is_refused():
     import tensorflow as tf
 
