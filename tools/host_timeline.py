@@ -54,12 +54,13 @@ def record(out, dt, name):
     fd = os.open(os.path.join(NETNS_DIR, f"{cluster}-sw"), os.O_RDONLY)
     if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
         sys.exit(f"host_timeline: error: cannot enter {cluster}-sw (errno {ctypes.get_errno()}); run as root")
-    groups = {os.path.basename(g).rsplit("-", 1)[1]: g for g in cgroups.groups_of(cluster)}
-    print(f"recording {cluster}: {len(groups)} hosts every {dt} s into {out}", file=sys.stderr)
+    print(f"recording {cluster} every {dt} s into {out}", file=sys.stderr)
     with open(out, "w") as f:
         try:
             while os.path.exists(os.path.join(NETNS_DIR, f"{cluster}-sw")):
                 t = time.time()
+                # listed at each sample: the switch comes up before the hosts' groups do
+                groups = {os.path.basename(g).rsplit("-", 1)[1]: g for g in cgroups.groups_of(cluster)}
                 # a switch port's (tx, rx) is its host's (download, upload); stored as (upload, download)
                 ports = {port: (rx, tx) for port, (tx, rx) in nic.interface_bytes().items()}
                 f.write(json.dumps({"t": t, "hosts": {h: {"ticks": _cpu_ticks(g), "net": ports.get(h)}
