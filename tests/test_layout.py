@@ -120,6 +120,66 @@ def test_a_rank_that_raised_is_named_with_its_exception():
         "Graph execution error: Timed out waiting 30000ms for recv operation to complete")
 
 
+def _memory_group(name: str):
+    """A memory cgroup of ours (v1 or v2) to run a process in, or None where there is none."""
+    import os
+
+    from bench.launch import cgroups
+
+    v2 = cgroups._v2_root()
+    if v2 is None and os.path.isdir("/sys/fs/cgroup/memory"):
+        path = f"/sys/fs/cgroup/memory/{name}"
+        os.mkdir(path)
+        return path, "memory.limit_in_bytes"
+    if v2 is not None and "memory" in open(os.path.join(v2, "cgroup.controllers")).read().split():
+        with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+            f.write("+memory")
+        path = os.path.join(v2, name)
+        os.mkdir(path)
+        return path, "memory.max"
+    return None
+
+
+def test_a_rank_the_kernel_killed_for_memory_is_named_so():
+    """Tuned Horovod on VGG-16 at 8 workers (2026-12-07) failed as "rank 4 (worker 4) died (SIGKILL)":
+    the kernel's out-of-memory killer had ended it (eight ranks of ~3.2 GB on a 23 GiB machine). A real
+    OOM kill, of a process over a 64 MiB memory group's limit, is found in the kernel's log by its PID
+    after the launch began, and the failure says so and names the fix; a live process, a kill from
+    before the launch and a launcher whose ranks are on other machines say nothing of memory."""
+    import os
+    import time
+
+    from bench.launch import kernel_log
+    from bench.launch.base import diagnose
+
+    if os.geteuid() != 0 or not os.access("/dev/kmsg", os.R_OK):
+        pytest.skip("needs root and the kernel's log (/dev/kmsg): a memory cgroup, the OOM killer's record")
+    before = time.monotonic() - 5.0
+    group = _memory_group(f"ralp-oomtest-{os.getpid()}")
+    if group is None:
+        pytest.skip("no memory cgroup controller on this machine")
+    path, limit = group
+    try:
+        with open(os.path.join(path, limit), "w") as f:
+            f.write(str(64 << 20))
+        since = time.monotonic()
+        child = subprocess.Popen([sys.executable, "-c", "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid()));"
+                                  " b = bytearray(512 << 20)", os.path.join(path, "cgroup.procs")])
+        assert child.wait(timeout=60) == -9
+    finally:
+        os.rmdir(path)
+    assert kernel_log.oom_killed(child.pid, since)
+    assert not kernel_log.oom_killed(child.pid, time.monotonic() + 5.0)   # a kill before the launch began
+    assert not kernel_log.oom_killed(os.getpid(), before)
+
+    mpirun = f"mpirun noticed that process rank 2 with PID {child.pid} on node 10.213.0.15 exited on signal 9 (Killed).\n"
+    named = diagnose(mpirun, RankLayout(2, 1), lambda pid: kernel_log.oom_killed(pid, since))
+    assert named.startswith("rank 2 (worker 0) died (SIGKILL): the kernel's out-of-memory killer ended it; this "
+                            "machine's ") and named.endswith("run fewer workers, a smaller model or batch here, or on "
+                                                              "separate hosts")
+    assert diagnose(mpirun, RankLayout(2, 1)) == "rank 2 (worker 0) died (SIGKILL)"
+
+
 def test_a_rank_whose_death_mpirun_did_not_report_is_named_from_the_chiefs_error():
     """Open MPI 4.1 sometimes loses its own "exited on signal" notice (it prints an ORTE_ERROR_LOG
     from show_help.c instead; once in a suite, rank 3 SIGKILLed): the chief's gRPC error still

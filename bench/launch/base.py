@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional
 
 from bench.core.errors import RunFailed, UserError, log_file, one_line
 from bench.core.roles import RankLayout
-from bench.launch import processes
+from bench.launch import kernel_log, processes
 
 # Every rank runs with the same environment: quiet TF, mpirun allowed as root.
 BASE_ENV = {
@@ -79,6 +79,7 @@ def worker_counts(layout: RankLayout, host_slots: List[int]) -> List[int]:
 class LaunchSpec:
     argv: List[str]                     # the full command (mpirun ... python -m bench.run ...)
     env: Dict[str, str] = field(default_factory=dict)
+    this_machine: bool = False          # every rank runs here: its PIDs are this kernel's (bench/launch/kernel_log.py)
 
 
 class Launcher(abc.ABC):
@@ -138,7 +139,7 @@ class Launcher(abc.ABC):
         """Hook to kill what a launcher left (emulated: processes inside namespaces)."""
 
 
-_DIED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+_DIED = re.compile(r"process rank (\d+) with PID (\d+) on node \S+ exited on signal (\d+)")
 _EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)", re.S)
 _ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+)")
 # TF's op errors say only "Graph execution error:" on the exception line; the op's own failure
@@ -151,14 +152,20 @@ _UNREACHABLE = re.compile(r"UnavailableError: ([^\n]*)\nAdditional GRPC error in
 _RAISED = re.compile(r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exhausted)\b:? .*)$", re.M)
 
 
-def diagnose(output: str, layout: RankLayout) -> str:
-    """One line: which rank (and role) failed and how, from mpirun's and our ranks' output."""
+def diagnose(output: str, layout: RankLayout, oom_killed: Optional[Callable[[int], bool]] = None) -> str:
+    """One line: which rank (and role) failed and how, from mpirun's and our ranks' output;
+    ``oom_killed(pid)``, where the ranks ran on this machine, says whether the kernel's
+    out-of-memory killer ended a rank mpirun saw killed."""
     ours = [line.split("error: ", 1)[1] for line in output.splitlines() if line.startswith("ralp-bench: error: ")]
     m = _DIED.search(output)
     if m:
         who = layout.describe(int(m.group(1)))
-        sig = int(m.group(2))
+        sig = int(m.group(3))
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig == signal.SIGKILL and oom_killed is not None and oom_killed(int(m.group(2))):
+            return (f"{who} died ({name}): the kernel's out-of-memory killer ended it; this machine's "
+                    f"{kernel_log.memory_gib():.0f} GiB hold every rank of the run (emulated hosts share them), "
+                    "so run fewer workers, a smaller model or batch here, or on separate hosts")
         return f"{who} died ({name})" + (f"; {ours[0]}" if ours else "")
     if ours:
         m = _ABORT.search(output)
@@ -228,6 +235,8 @@ def run_mpirun(spec: LaunchSpec, *, timeout_s: float, layout: RankLayout,
 def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
     env = {**os.environ, **BASE_ENV, **spec.env}
     world = layout.world
+    since = time.monotonic()
+    oom_killed = (lambda pid: kernel_log.oom_killed(pid, since)) if spec.this_machine else None
     proc = processes.popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1)
     lines: deque = deque(maxlen=400)
     phases: Dict[int, str] = {}
@@ -257,7 +266,7 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
                 _stop_launch(proc)
                 reader.join(5)
                 raise RunFailed(f"run exceeded its {timeout_s:.0f}s deadline and was stopped; "
-                                f"{diagnose(''.join(lines), layout)}{_where(phases, layout)}")
+                                f"{diagnose(''.join(lines), layout, oom_killed)}{_where(phases, layout)}")
             time.sleep(0.1)
     except KeyboardInterrupt:
         _stop_launch(proc)
@@ -268,7 +277,7 @@ def _run_logged(spec, timeout_s, layout, on_progress, echo, result, log) -> str:
     output = "".join(lines)
     if proc.returncode != 0:
         where = _where(phases, layout) if "exceeded" in output else ""
-        raise RunFailed(diagnose(output, layout) + where)
+        raise RunFailed(diagnose(output, layout, oom_killed) + where)
     if result is not None and not result.complete:
         raise RunFailed(f"{layout.describe(0)} ended without handing over its whole result: {result.missing()}")
     return output

@@ -45,7 +45,7 @@ class EmulatedLauncher(Launcher):
         for name in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED", "OMPI_MCA_btl_vader_single_copy_mechanism"):
             argv += ["-x", name]
         rank_argv = rank_argv + ["--network", self.cluster.subnet]
-        return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv)
+        return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv, this_machine=True)
 
     def workers_per_host(self, layout) -> int:
         return 1  # one host per worker (module docstring)

@@ -32,7 +32,7 @@ class LocalLauncher(Launcher):
                 "--mca", "btl", "self,vader,tcp"]
         if os.geteuid() == 0:
             argv = _LOOPBACK_ONLY + argv[:1] + ["--allow-run-as-root"] + argv[1:]
-        return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv)
+        return LaunchSpec(argv + [sys.executable, "-m", "bench.run"] + rank_argv, this_machine=True)
 
     def cluster_fields(self) -> Dict:
         return {"cluster_mode": "local", "hosts": 1, "link_bps": None, "ps_link_bps": None, "latency_s": None}
