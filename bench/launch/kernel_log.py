@@ -46,4 +46,3 @@ def memory_gib() -> float:
     with open("/proc/meminfo") as f:
         kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
     return kib / 2 ** 20
-
