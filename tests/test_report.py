@@ -154,6 +154,22 @@ def test_varying_configuration_becomes_a_column(tmp_path):
     assert _row(table, "alexnet", 2, "none")[3:] == ["100.0", "400.0 (4.00× ps)"]
 
 
+def test_rows_that_differ_in_ring_buckets_or_threads_are_not_repeats(tmp_path):
+    """Run 20261207T104334Z-29078b's report put the fused hybrid (--hybrid-bucket-mb 0) and the
+    bucketed one (4) in one cell as if they were repeats of one configuration, and run
+    20261207T204205Z-5d7cbd's its 2 and 4 inter-op thread rows: each is a column and a cell of its own."""
+    rows = [new_row(model="vgg16", workers=8, strategy=s, hybrid_bucket_mb=b, inter_threads=t, images_per_sec=r,
+                    run_id="r1", status="ok")
+            for s, b, t, r in [("horovod", 4.0, None, 0.1), ("ralp-hybrid", 0.0, None, 0.6),
+                               ("ralp-hybrid", 4.0, None, 0.7), ("ralp-hybrid", 4.0, 4, 0.8)]]
+    df = pd.DataFrame(rows)
+    assert report.config_keys(df) == ["hybrid_bucket_mb", "inter_threads"]
+    table = _table(report.write_report(df, tmp_path), "Throughput and speedup")
+    assert [cell[2:] for cell in table] == [["0", "—", "0.1", "0.6 (6.00× horovod)"],
+                                               ["4", "—", "0.1", "0.7 (7.00× horovod)"],
+                                               ["4", "4", "—", "0.8"]]
+
+
 def test_plot_series_follow_the_link_setting_not_its_rate():
     """A scaled link's rate changes with the worker count (48 Mbit/s at 2, 24 at 4): its points
     form one series named by the preset; a plain link is named by its rate, in table units."""

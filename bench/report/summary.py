@@ -13,7 +13,7 @@ import pandas as pd
 
 from bench.core.errors import UserError
 from bench.core.stats import launch_interval, launch_spread, parse_steps, pooled_interval
-from bench.core.strategy_specs import AUTO, SPECS
+from bench.core.strategy_specs import AUTO, SPECS, rings_tower
 from bench.driver.planning import stored_bound
 from bench.store.results import ResultStore, is_missing
 
@@ -21,9 +21,15 @@ from bench.store.results import ResultStore, is_missing
 STRATEGY_ORDER = tuple(n for name, spec in SPECS.items()
                        for n in ((name, name + "-colocated") if spec.colocatable else (name,))) + (AUTO,)
 PS_LAYOUTS = ("ps", "ps-colocated")  # sync PS on dedicated PS hosts | a PS task on every worker host
-# Shown as table columns only when they take more than one value in the rows reported.
+# Shown as table columns only when they take more than one value in the rows reported: rows that
+# differ in one of them are different configurations, never repeats of one.
 CONFIG_KEYS = ("dataset", "batch_size", "compression", "cluster_mode", "hosts", "ps", "micro_batches", "link_bps",
-               "ps_link_bps", "latency_s", "scaled_to", "cpus_per_host")
+               "ps_link_bps", "latency_s", "scaled_to", "cpus_per_host", "hybrid_bucket_mb", "intra_threads",
+               "inter_threads")
+# Settings only some strategies use: a row of a strategy that does not use one stands for every
+# value of it in its (model, workers), so its cell sits beside each (tuned Horovod's beside the fused
+# and the bucketed hybrid's), and no two values of it are ever summed up as repeats.
+USED_BY = {"hybrid_bucket_mb": lambda strategy: rings_tower(strategy) or strategy == AUTO}
 MEASURES = ("images_per_sec", "step_time_median_s", "step_time_p10_s", "step_time_p90_s",
             "bytes_ps_measured", "bytes_ps_predicted", "bytes_worker_measured",
             "bytes_worker_predicted", "predicted_step_time_s", "bound_step_time_s", "accuracy", "target_accuracy",
@@ -79,6 +85,7 @@ def summarize(df, keys):
     their timed steps kept one list per repeat (``step_times``) and counted (``repeats``)."""
     df = df.fillna({"model": "unknown", "strategy": "unknown"})
     df = df[df["status"] != "noisy"]  # superseded by a re-measurement (bench/launch/cpu_steal.py)
+    df = _beside_every_setting(df, keys)
     group_cols = ["model", "workers", *keys, "strategy"]
     records = []
     for values, rows in df.groupby(group_cols, dropna=False, sort=False):
@@ -102,6 +109,28 @@ def summarize(df, keys):
     summary = summary.sort_values(["model", "workers", *keys, "_order"], na_position="first",
                                   key=lambda col: col.map(sort_key))
     return summary.drop(columns="_order").reset_index(drop=True)
+
+
+def _beside_every_setting(df, keys):
+    """``df`` with each row of a strategy that does not use a setting of ``USED_BY`` repeated for
+    every value that setting takes among the rows of its (model, workers) that use it."""
+    for key, uses in USED_BY.items():
+        if key not in keys or df.empty:
+            continue
+        using = df["strategy"].map(uses).astype(bool)
+        if not using.any():
+            continue
+        values = df[using].groupby(["model", "workers"])[key].unique()
+        index, settings = [], []
+        for i, row in df[~using].iterrows():
+            present = values.get((row["model"], row["workers"]))
+            for v in ([row[key]] if present is None else present):
+                index.append(i)
+                settings.append(v)
+        others = df.loc[index].copy()
+        others[key] = settings
+        df = pd.concat([df[using], others], ignore_index=True)
+    return df
 
 
 def _launch_steps(rows):
