@@ -13,8 +13,8 @@ window's seconds by which resources were busy.
         (OUT.png beside it; times in seconds since the first sample)
 
 Run as root with the project's Python (it reads the cluster through bench/launch/), beside a sweep
-or run (`ralp-bench sweep ...` keeps one cluster for all its launches). Sampling costs well under 1% of one core at DT 0.25 s. Results/bound.md's 8-worker breakdown came
-from it.
+or run (`ralp-bench sweep ...` keeps one cluster for all its launches). Sampling costs well under 1%
+of one core at DT 0.25 s. Results/bound.md's 8-worker breakdown came from it.
 """
 import argparse
 import ctypes
