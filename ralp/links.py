@@ -10,7 +10,7 @@ shaped the links without reaching the predictions.
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from ralp.hardware import format_bandwidth, parse_bandwidth, parse_latency
+from ralp.hardware import PRESETS, format_bandwidth, parse_bandwidth, parse_latency
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,12 @@ class LinkSpec:
     @property
     def ps_link_bps(self) -> float:
         return self.ps_bps or self.worker_bps
+
+    @property
+    def nic_bps(self) -> Optional[float]:
+        """The NIC a scaled link stands for (the preset's), whose packets the emulated link carries
+        (bench/launch/netns.py ``shape_link``); None for a link that is what it says."""
+        return PRESETS[self.scaled_to].worker_bandwidth if self.scaled_to in PRESETS else None
 
     def row_fields(self) -> Dict:
         """What a result row records about the links."""

@@ -118,6 +118,25 @@ def test_link_probe_patterns_measure_against_line_rate():
     assert r.hosts == 3  # all-to-all: the three worker hosts, each sending to both others
 
 
+def _gso_max_segs(ns, dev):
+    out = subprocess.run(["ip", "-n", ns, "-d", "link", "show", "dev", dev], capture_output=True, text=True).stdout
+    return int(out.split("gso_max_segs", 1)[1].split()[0])
+
+
+def test_a_scaled_link_carries_the_packets_of_the_nic_it_stands_for_at_line_rate():
+    """29.7 Mbit/s standing for 10 Gbit/s (--scale-to): 64-segment GSO packets on both ends of
+    every link, as a 10 Gbit/s NIC's; a link that stands for itself keeps 2. Both directions at
+    once still reach the line rate: the opposite flow's ACKs pass the 64 KB packets."""
+    with EmulatedCluster(2, 29.7e6, name="rtestq", cpus_per_host=0.5, nic_bps=10e9) as c:
+        assert [_gso_max_segs(h.netns, h.iface) for h in c.hosts] == [64, 64]
+        assert [_gso_max_segs(c.switch_netns, h.name) for h in c.hosts] == [64, 64]
+        r = link_probe.measure_pattern(c, "both ways", seconds=2.0)
+        assert 0.9 < r.efficiency < 1.15, r
+        assert EmulatedCluster.attach("rtestq").nic_bps == 10e9
+    with EmulatedCluster(2, 29.7e6, name="rtestq", cpus_per_host=0.5) as c:
+        assert _gso_max_segs(c.hosts[0].netns, c.hosts[0].iface) == 2
+
+
 def test_each_strategy_names_the_pattern_its_traffic_follows():
     from bench.core.strategy_specs import spec_of
 

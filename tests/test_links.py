@@ -45,3 +45,14 @@ def test_asymmetric_delayed_links_shape_the_nics_the_row_and_the_cost_model_alik
 def test_bad_link_flags_are_one_line(args, message):
     with pytest.raises(UserError, match=message):
         LinkSpec.parse(*args)
+
+
+def test_a_scaled_link_is_built_with_the_packets_of_the_nic_it_stands_for():
+    """--scale-to v100-10gbe: the emulated cluster sizes its packets for the preset's 10 Gbit/s NIC
+    (bench/launch/netns.py shape_link); a link that stands for itself sizes them for its own rate."""
+    scaled = LinkSpec.parse("29.7mbit", scaled_to="v100-10gbe")
+    assert scaled.nic_bps == 10e9 and LinkSpec.parse("29.7mbit").nic_bps is None
+    launcher = EmulatedLauncher(2, 1, scaled, cpus_per_host=0)  # described, not brought up
+    assert launcher.cluster.nic_bps == 10e9 and launcher.cluster_fields()["link_packets_bps"] == 10e9
+    plain = EmulatedLauncher(2, 1, LinkSpec.parse("1gbit"), cpus_per_host=0)
+    assert plain.cluster.nic_bps is None and plain.cluster_fields()["link_packets_bps"] == 1e9

@@ -37,17 +37,6 @@ def _cluster(name):
     return next((c for c in switches if name in (None, c)), None)
 
 
-def _cpu_ticks(group):
-    total = 0
-    for pid in cgroups.pids_in(group):
-        try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (all threads)
-        except (OSError, IndexError):
-            pass  # the process just ended
-    return total
-
-
 def record(out, dt, name):
     while (cluster := _cluster(name)) is None:
         time.sleep(0.5)
@@ -63,7 +52,7 @@ def record(out, dt, name):
                 groups = {os.path.basename(g).rsplit("-", 1)[1]: g for g in cgroups.groups_of(cluster)}
                 # a switch port's (tx, rx) is its host's (download, upload); stored as (upload, download)
                 ports = {port: (rx, tx) for port, (tx, rx) in nic.interface_bytes().items()}
-                f.write(json.dumps({"t": t, "hosts": {h: {"ticks": _cpu_ticks(g), "net": ports.get(h)}
+                f.write(json.dumps({"t": t, "hosts": {h: {"ticks": cgroups.process_cpu_ticks(g), "net": ports.get(h)}
                                                        for h, g in groups.items()}}) + "\n")
                 f.flush()
                 time.sleep(max(0.0, dt - (time.time() - t)))

@@ -179,6 +179,21 @@ def pids_in(path: str) -> List[int]:
         return []
 
 
+def process_cpu_ticks(path: str) -> int:
+    """CPU time (utime + stime, all threads, in clock ticks) of the processes now in group ``path``:
+    what a capped host's own work and its transport cost, read from outside without touching them
+    (tools/host_timeline.py, tools/transport_cpu.py). A process that just ended counts nothing."""
+    total = 0
+    for pid in pids_in(path):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+    return total
+
+
 def groups_of(cluster: Optional[str] = None) -> List[str]:
     """Paths of our groups (of one cluster, or all of them)."""
     found = hierarchy()

@@ -106,12 +106,14 @@ class EmulatedCluster:
 
     ``latency_s`` is the one-way host-to-host delay (half on each veth end;
     needs sch_netem). ``cpus_per_host``: each host's CPU cap in cores (None:
-    cores / hosts; 0: no cap). ``manual=True`` records no owner, so the
+    cores / hosts; 0: no cap). ``nic_bps``: the NIC the links stand for when
+    they are scaled down from a faster one (netns.shape_link's ``packet_bps``:
+    packets sized for it). ``manual=True`` records no owner, so the
     cluster outlives this process until `ralp-bench cluster down`.
     """
 
     def __init__(self, hosts, bandwidth_bps, latency_s=0.0, ps_bandwidth_bps=None, name="ralp",
-                 *, manual=False, cpus_per_host=None):
+                 *, manual=False, cpus_per_host=None, nic_bps=None):
         if not isinstance(hosts, int) or not 1 <= hosts <= MAX_HOSTS:
             raise UserError(f"--hosts must be an integer from 1 to {MAX_HOSTS}, got {hosts!r}")
         for label, value in (("bandwidth", bandwidth_bps), ("ps bandwidth", ps_bandwidth_bps)):
@@ -128,6 +130,7 @@ class EmulatedCluster:
         self.bandwidth_bps = float(bandwidth_bps)
         self.ps_bandwidth_bps = float(ps_bandwidth_bps) if ps_bandwidth_bps else None
         self.latency_s = float(latency_s)
+        self.nic_bps = float(nic_bps) if nic_bps else None
         self.manual = manual
         self.cpus_per_host = default_cpus_per_host(hosts) if cpus_per_host is None else float(cpus_per_host)
         if self.cpus_per_host:
@@ -158,7 +161,7 @@ class EmulatedCluster:
             raise UserError(f"no emulated cluster named {name!r} is up; run `ralp-bench cluster up --name {name}`")
         c = cls(len(state["hosts"]), state["bandwidth_bps"], state.get("latency_s", 0.0),
                 state.get("ps_bandwidth_bps"), name, manual=state.get("manual", False),
-                cpus_per_host=state.get("cpus_per_host") or 0)
+                cpus_per_host=state.get("cpus_per_host") or 0, nic_bps=state.get("nic_bps"))
         c.is_up = True
         return c
 
@@ -204,8 +207,9 @@ class EmulatedCluster:
         for host in self.hosts:
             self._plug(host.netns, host.name, host.ip)  # switch-side veth end named after the host, e.g. h0
             half_delay = self.latency_s / 2
-            nx.shape_link(host.netns, host.iface, host.bandwidth_bps, half_delay)  # host upload
-            nx.shape_link(sw, host.name, host.bandwidth_bps, half_delay, sender_bps=fastest)  # host download
+            nx.shape_link(host.netns, host.iface, host.bandwidth_bps, half_delay, packet_bps=self.nic_bps)  # upload
+            nx.shape_link(sw, host.name, host.bandwidth_bps, half_delay, sender_bps=fastest,
+                          packet_bps=self.nic_bps)  # host download
             if host.cpu_group:
                 try:
                     cg.create(os.path.basename(host.cpu_group), self.cpus_per_host)
@@ -265,6 +269,7 @@ class EmulatedCluster:
             "bandwidth_bps": self.bandwidth_bps,
             "ps_bandwidth_bps": self.ps_bandwidth_bps,
             "latency_s": self.latency_s,
+            "nic_bps": self.nic_bps,
             "cpus_per_host": self.cpus_per_host,
             "rsh_agent": self.rsh_agent,
             "hosts": [asdict(h) for h in self.hosts],

@@ -29,7 +29,7 @@ class EmulatedLauncher(Launcher):
         name = name or run_cluster_name(os.getpid())
         self.link = link if isinstance(link, LinkSpec) else LinkSpec(float(link))
         self.cluster = EmulatedCluster(ps + workers, self.link.worker_bps, self.link.latency_s, self.link.ps_bps,
-                                       name=name, cpus_per_host=cpus_per_host)
+                                       name=name, cpus_per_host=cpus_per_host, nic_bps=self.link.nic_bps)
         self._checks = link_probe.LinkChecks(lambda: self.cluster) if link_check else None
 
     def __enter__(self):
@@ -57,7 +57,7 @@ class EmulatedLauncher(Launcher):
     def cluster_fields(self) -> Dict:
         c = self.cluster
         return {"cluster_mode": "emulated", "hosts": len(c.hosts), **self.link.row_fields(),
-                "cpus_per_host": c.cpus_per_host or None}
+                "link_packets_bps": c.nic_bps or c.bandwidth_bps, "cpus_per_host": c.cpus_per_host or None}
 
     def host_slots(self) -> List[int]:
         return [1] * len(self.cluster.hosts)  # one host per worker (module docstring)

@@ -103,21 +103,36 @@ GSO_HOLD_S = 0.001  # longest a queued (super-)packet may hold the emulated wire
 
 
 def gso_segments(rate_bps):
-    """Segments per GSO packet so one queue entry holds the link for at most ~1 ms.
+    """Segments per GSO packet so one queue entry holds a NIC of ``rate_bps`` for at most ~1 ms.
 
     A veth hands the qdisc GSO super-packets of up to 64 KB (45 segments). At 48 Mbit/s
-    one of them holds the link for 11 ms and the ACKs of the opposite flow wait behind it:
-    two hosts sending to each other at once got 78% of the rate (95% with MTU-sized
-    entries). At 1 Gbit/s 64 KB last 0.5 ms, and splitting them would only multiply the
-    per-packet CPU cost, which a capped host pays (one flow fell to 37% of 1 Gbit/s with
-    0.67 cores per host). A NIC with TSO is in the same place: its bursts are short at
-    its own rate. Measured with bench/launch/link_probe.py.
+    one of them holds the link for 11 ms and, under one FIFO (a tbf, as this emulation first
+    shaped), the ACKs of the opposite flow waited behind it: two hosts sending to each other at
+    once got 78% of the rate (95% with MTU-sized entries). At 1 Gbit/s 64 KB last 0.5 ms, and
+    splitting them would only multiply the per-packet CPU cost, which a capped host pays (one
+    flow fell to 37% of 1 Gbit/s with 0.67 cores per host). A NIC with TSO is in the same place:
+    its bursts are short at its own rate. Measured with bench/launch/link_probe.py.
+
+    ``rate_bps`` is the NIC's the link stands for (``shape_link``'s ``packet_bps``): a link
+    scaled down to keep a faster cluster's compute/network ratio carries that cluster's packets.
     """
     return max(1, min(64, int(rate_bps / 8 * GSO_HOLD_S / 1448)))
 
 
-def shape_link(ns, dev, rate_bps, delay_s=0.0, sender_bps=None):
+def shape_link(ns, dev, rate_bps, delay_s=0.0, sender_bps=None, packet_bps=None):
     """Limit egress of ``dev`` in ``ns`` to ``rate_bps``, optionally delayed by ``delay_s``.
+
+    ``packet_bps``: the rate of the NIC the link stands for, when faster than ``rate_bps`` (a
+    link scaled by ``--scale-to``: 29.7 Mbit/s standing for 10 Gbit/s): its GSO packets are sized
+    for that NIC (``gso_segments``), as the time-scaled picture of the real one, whose TSO sends
+    and GRO receives 64 KB at a time. Sized for the slow rate instead (2 segments at 29.7 Mbit/s),
+    every 2.9 KB wakes the receiving process: TensorFlow's transport spent 6.4-8.6 ns of the
+    host's CPU per byte received, 3.1-3.8 with 64 KB packets (2.1-2.3x per pair, 4 pairs at 0.22
+    cores; at 54.1 Mbit/s and 0.40 cores 4.7-4.8 and 2.1-2.7; 0.92 at 1 Gbit/s; the sender 0.8-0.9
+    and 0.4-0.5; tools/transport_cpu.py, 2026-12-07): CPU a scaled host's quota pays and the GPU
+    host it stands for would not. Every link_probe pattern stays at line rate with the large
+    packets (0.98-1.03 at 29.7 Mbit/s and 0.22 cores, against 0.97-1.02 with 2 segments): the ACK
+    class below lets the opposite flow's ACKs pass a 64 KB packet.
 
     The shaper is an htb class at the line rate with two children that may each use all of it:
     pure TCP ACKs (``PURE_ACK_MATCH``) first, everything else behind them in a byte FIFO. Why not
@@ -133,8 +148,9 @@ def shape_link(ns, dev, rate_bps, delay_s=0.0, sender_bps=None):
     Without delay the htb is the root qdisc. With delay: netem as root with the htb as its child
     (the rate-control layout of tc-netem(8)); needs a kernel with sch_netem.
     """
-    burst, limit = bucket_sizes(rate_bps, sender_bps)
-    run_cmd(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", str(gso_segments(rate_bps))])
+    packets = max(rate_bps, packet_bps or 0)
+    burst, limit = bucket_sizes(rate_bps, max(packets, sender_bps or 0))
+    run_cmd(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", str(gso_segments(packets))])
     if delay_s <= 0:
         _shape_htb(ns, dev, rate_bps, burst, limit, ["root", "handle", "1:"], "1")
         return

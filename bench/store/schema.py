@@ -30,6 +30,10 @@ FIELD_TYPES = {
     "link_measured": _BOOL,
     "scaled_to": _STR, "cpus_per_host": _FLOAT, "workers_per_host": _INT, "link_pattern": _STR,
     "link_efficiency": _FLOAT,
+    # the NIC rate an emulated link's packets were sized for (bench/launch/netns.py shape_link): a scaled link's
+    # preset NIC, else the link's own rate; added in schema v1, empty in older rows (their scaled links' packets were
+    # sized for the link's rate) and on real links
+    "link_packets_bps": _FLOAT,
     "env_forwarded": _STR,  # names (never values) of the variables the driver forwarded to the ranks
     "model": _STR, "input_shape": _STR, "classes": _INT, "model_sha256": _STR, "dataset": _STR,
     "batch_size": _INT, "micro_batches": _INT, "hybrid_bucket_mb": _FLOAT, "global_batch": _INT, "workers": _INT,
