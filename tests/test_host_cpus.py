@@ -152,6 +152,8 @@ def test_gso_and_bucket_follow_the_rate():
     burst, limit = nx.bucket_sizes(24e6)
     assert burst == 65536 and limit == 150_000  # the 64 KiB floor; 50 ms of queue
     assert nx.bucket_sizes(100e6, sender_bps=1e9)[0] == 2 * 64 * 1024  # a 1 Gbit/s sender's 64 KiB packets
+    # a link scaled to 29.7 Mbit/s that carries a 10 Gbit/s NIC's 64 KiB packets queues 16 of them, not 50 ms (4)
+    assert nx.bucket_sizes(29.7e6, sender_bps=10e9) == (2 * 64 * 1024, 16 * 64 * 1024)
     burst, limit = nx.bucket_sizes(10e9)
     assert burst == 1_250_000 and limit == 62_500_000
 

@@ -90,13 +90,21 @@ def bucket_sizes(rate_bps, sender_bps=None):
     feeds the queue (``sender_bps``: a switch port receives packets other hosts built for
     their own rate), see ``gso_segments``. The 64 KiB floor keeps a single 100 Mbit/s flow at
     89-94% in the shaping test (tests/test_emulated.py) on this VM (75-88% with a bucket of two
-    packets). limit: 50 ms of queue, at least two bursts.
+    packets). limit: 50 ms of queue, at least two bursts and ``QUEUE_PACKETS`` of the largest
+    packets: a link scaled to 29.7 Mbit/s that carries a 10 Gbit/s NIC's 64 KB packets
+    (``shape_link``'s ``packet_bps``) held only 4 of them in 50 ms, and 8 hosts sending to one
+    lost whole packets at once: 0.47 and 0.64 of line rate in 2 of 3 trials (link_probe fan-in,
+    0.22 cores per host, 2026-12-07); with 16, 1.02-1.04 in 7 of 7 (packets sized for the rate:
+    1.03-1.04, their 50 ms already held 64).
     """
     rate_bytes = rate_bps / 8.0
     largest = min(64 * 1024, 1514 * gso_segments(max(rate_bps, sender_bps or 0)))
     burst = max(64 * 1024, 2 * largest, int(rate_bytes * 0.001))
-    limit = max(2 * burst, int(rate_bytes * 0.050))
+    limit = max(2 * burst, int(rate_bytes * 0.050), QUEUE_PACKETS * largest)
     return burst, limit
+
+
+QUEUE_PACKETS = 16  # the fewest of its largest packets a link's queue holds (``bucket_sizes``)
 
 
 GSO_HOLD_S = 0.001  # longest a queued (super-)packet may hold the emulated wire
@@ -131,8 +139,9 @@ def shape_link(ns, dev, rate_bps, delay_s=0.0, sender_bps=None, packet_bps=None)
     cores; at 54.1 Mbit/s and 0.40 cores 4.7-4.8 and 2.1-2.7; 0.92 at 1 Gbit/s; the sender 0.8-0.9
     and 0.4-0.5; tools/transport_cpu.py, 2026-12-07): CPU a scaled host's quota pays and the GPU
     host it stands for would not. Every link_probe pattern stays at line rate with the large
-    packets (0.98-1.03 at 29.7 Mbit/s and 0.22 cores, against 0.97-1.02 with 2 segments): the ACK
-    class below lets the opposite flow's ACKs pass a 64 KB packet.
+    packets and a queue of 16 of them (``bucket_sizes``): 0.985-1.05 on 9 hosts at 29.7 Mbit/s
+    and 0.22 cores (two trials; 0.90-1.04 with packets sized for the rate), 0.99-1.02 on 5 at
+    54.1 Mbit/s and 0.40 cores. The ACK class below lets the opposite flow's ACKs pass them.
 
     The shaper is an htb class at the line rate with two children that may each use all of it:
     pure TCP ACKs (``PURE_ACK_MATCH``) first, everything else behind them in a byte FIFO. Why not
