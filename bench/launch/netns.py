@@ -157,9 +157,9 @@ def shape_link(ns, dev, rate_bps, delay_s=0.0, sender_bps=None, packet_bps=None)
     Without delay the htb is the root qdisc. With delay: netem as root with the htb as its child
     (the rate-control layout of tc-netem(8)); needs a kernel with sch_netem.
     """
-    packets = max(rate_bps, packet_bps or 0)
-    burst, limit = bucket_sizes(rate_bps, max(packets, sender_bps or 0))
-    run_cmd(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", str(gso_segments(packets))])
+    burst, limit = bucket_sizes(rate_bps, max(packet_bps or 0, sender_bps or 0))
+    run_cmd(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs",
+             str(gso_segments(max(rate_bps, packet_bps or 0)))])
     if delay_s <= 0:
         _shape_htb(ns, dev, rate_bps, burst, limit, ["root", "handle", "1:"], "1")
         return
